@@ -1,0 +1,108 @@
+"""SB3 callbacks: reward-component statistics during training and periodic success evaluation."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from stable_baselines3.common.callbacks import BaseCallback
+
+from policies.evaluate import EvalResult, evaluate, model_actor
+
+
+class ComponentStatsCallback(BaseCallback):
+    """Every `log_every` env steps, record each reward component's mean/min/max over the window.
+
+    The history feeds TensorBoard (`reward/<name>`) and the reward-reflection feedback, which
+    needs each component's trajectory over training.
+    """
+
+    def __init__(self, log_every: int = 1000):
+        super().__init__()
+        self.log_every = log_every
+        self.history: list[dict[str, Any]] = []
+        self._window: dict[str, list[float]] = {}
+        self._last_flush = 0
+
+    def _on_step(self) -> bool:
+        for info in self.locals.get("infos", []):
+            for key, value in info.get("reward_components", {}).items():
+                self._window.setdefault(key, []).append(value)
+            if "native_reward" in info:
+                self._window.setdefault("_native", []).append(info["native_reward"])
+                self._window.setdefault("_step_success", []).append(float(info["step_success"]))
+        if self.num_timesteps - self._last_flush >= self.log_every:
+            self.flush()
+        return True
+
+    def _on_training_end(self) -> None:
+        self.flush()
+
+    def flush(self) -> None:
+        if not self._window:
+            return
+        entry: dict[str, Any] = {"steps": int(self.num_timesteps), "components": {}}
+        for key, values in self._window.items():
+            array = np.asarray(values)
+            stats = {"mean": float(array.mean()), "min": float(array.min()), "max": float(array.max())}
+            if key.startswith("_"):
+                entry[key[1:]] = stats["mean"]
+            else:
+                entry["components"][key] = stats
+                self.logger.record(f"reward/{key}", stats["mean"])
+        self.history.append(entry)
+        self._window = {}
+        self._last_flush = self.num_timesteps
+
+
+class SuccessEvalCallback(BaseCallback):
+    """Every `eval_freq` env steps, evaluate with the task's success test; optionally stop early."""
+
+    def __init__(
+        self,
+        eval_env: gym.Env,
+        eval_freq: int,
+        episodes: int,
+        seed: int,
+        stop_at_success: float | None = None,
+        on_eval: Callable[[dict[str, Any]], None] | None = None,
+    ):
+        super().__init__()
+        self.eval_env, self.eval_freq, self.episodes, self.seed = eval_env, eval_freq, episodes, seed
+        self.stop_at_success = stop_at_success
+        self.on_eval = on_eval
+        self.curve: list[dict[str, Any]] = []
+        self.last_result: EvalResult | None = None
+        self._next = eval_freq
+        self._start = time.perf_counter()
+
+    def _on_training_start(self) -> None:
+        self._start = time.perf_counter()
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps < self._next:
+            return True
+        self._next += self.eval_freq
+        return self.run_eval()
+
+    def run_eval(self) -> bool:
+        result = evaluate(self.eval_env, model_actor(self.model), self.episodes, seed=self.seed)
+        self.last_result = result
+        point = {
+            "steps": int(self.num_timesteps),
+            "wall_seconds": round(time.perf_counter() - self._start, 2),
+            "success_rate": result.success_rate,
+            "mean_return": result.mean_return,
+            "mean_native_return": result.mean_native_return,
+            "mean_length": result.mean_length,
+        }
+        self.curve.append(point)
+        for key in ("success_rate", "mean_return", "mean_native_return", "mean_length"):
+            self.logger.record(f"eval/{key}", point[key])
+        self.logger.dump(self.num_timesteps)
+        if self.on_eval is not None:
+            self.on_eval(point)
+        return not (self.stop_at_success is not None and result.success_rate >= self.stop_at_success)

@@ -1,0 +1,133 @@
+"""Reward functions the training wrapper can call: expert, sparse, or a `compute_dense_reward` program.
+
+Why one small protocol: the wrapper, the evaluator and the sandbox all call a reward the same way,
+`reward(view, action, native_reward, step_success) -> (total, components)`, whatever produced it.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from sim_envs.errors import RewardProgramError
+
+ENTRY_POINT = "compute_dense_reward"
+
+
+class RewardFunction(Protocol):
+    name: str
+
+    def __call__(self, view: Any, action: np.ndarray, native_reward: float, step_success: bool) -> tuple[float, dict[str, float]]: ...
+
+
+def normalise_output(value: Any) -> tuple[float, dict[str, float]]:
+    """Accept `(total, {name: value})` or a bare number; anything else breaks the contract."""
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], Mapping):
+        total, raw = value
+        components = {}
+        for key, item in raw.items():
+            if not isinstance(key, str):
+                raise RewardProgramError(f"component names must be strings, got {key!r}; use names like 'reach'")
+            components[key] = _as_float(item, f"component {key!r}")
+        return _as_float(total, "total reward"), components
+    total = _as_float(value, "reward")
+    return total, {"reward": total}
+
+
+def _as_float(value: Any, what: str) -> float:
+    if isinstance(value, (bool, np.bool_)):
+        return float(value)
+    if isinstance(value, np.ndarray) and value.size == 1:
+        value = value.reshape(())[()]
+    if not isinstance(value, (int, float, np.integer, np.floating)):
+        raise RewardProgramError(
+            f"{what} must be a number, got {type(value).__name__}; return (float(total), {{'name': float(value)}})"
+        )
+    return float(value)
+
+
+@dataclass
+class ExpertReward:
+    """The environment's own dense reward, passed through."""
+
+    name: str = "expert"
+
+    def __call__(self, view: Any, action: np.ndarray, native_reward: float, step_success: bool) -> tuple[float, dict[str, float]]:
+        return native_reward, {"expert": native_reward}
+
+
+@dataclass
+class SparseReward:
+    """1 on steps where the task's success test holds, else 0: the no-shaping baseline."""
+
+    name: str = "sparse"
+
+    def __call__(self, view: Any, action: np.ndarray, native_reward: float, step_success: bool) -> tuple[float, dict[str, float]]:
+        value = 1.0 if step_success else 0.0
+        return value, {"success": value}
+
+
+@dataclass
+class ProgramReward:
+    """A `compute_dense_reward(self, action)` program, run in this process.
+
+    In-process execution is for trusted code (expert rewrites, a user's own file). Model-written
+    code goes through the sandbox first and trains in an isolated worker.
+    """
+
+    source: str
+    name: str = "program"
+    function: Callable[..., Any] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.function = compile_reward(self.source, self.name)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ProgramReward:
+        path = Path(path)
+        if not path.is_file():
+            raise RewardProgramError(f"reward file {path} does not exist; pass a .py file defining {ENTRY_POINT}(self, action)")
+        return cls(path.read_text(), name=path.stem)
+
+    def __call__(self, view: Any, action: np.ndarray, native_reward: float, step_success: bool) -> tuple[float, dict[str, float]]:
+        return normalise_output(self.function(view, action))
+
+
+def find_entry_point(tree: ast.Module, origin: str) -> ast.FunctionDef:
+    """The module-level `compute_dense_reward(self, action)` definition, checked."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == ENTRY_POINT:
+            params = [a.arg for a in node.args.posonlyargs + node.args.args]
+            if len(params) != 2:
+                raise RewardProgramError(
+                    f"{origin}: {ENTRY_POINT} takes {len(params)} parameters; it must be {ENTRY_POINT}(self, action)"
+                )
+            return node
+    raise RewardProgramError(f"{origin} defines no {ENTRY_POINT}(self, action); add that function at module level")
+
+
+def compile_reward(source: str, origin: str = "reward") -> Callable[..., Any]:
+    """Compile trusted reward code and return its entry point."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise RewardProgramError(f"{origin} has a syntax error on line {exc.lineno}: {exc.msg}") from exc
+    find_entry_point(tree, origin)
+    namespace: dict[str, Any] = {"np": np, "numpy": np, "math": math, "__name__": f"t2r_reward_{origin}"}
+    exec(compile(tree, f"<{origin}>", "exec"), namespace)
+    return namespace[ENTRY_POINT]
+
+
+def reward_from_spec(spec: str) -> RewardFunction:
+    """`expert`, `sparse`, or a path to a .py file."""
+    if spec == "expert":
+        return ExpertReward()
+    if spec == "sparse":
+        return SparseReward()
+    return ProgramReward.from_file(spec)

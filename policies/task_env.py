@@ -1,0 +1,70 @@
+"""The Gymnasium wrapper that puts a task's view, success test and chosen reward around an env.
+
+Why one wrapper: every step needs the view once; reading it once and handing the same object to
+the success test and the reward keeps the overhead to one simulator read per step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from policies.reward_program import RewardFunction
+from sim_envs.task import Task
+
+
+class TaskRewardWrapper(gym.Wrapper):
+    """Replace the env's reward with `reward_fn`, and report success and components in `info`.
+
+    `info` gains: `native_reward` (the env's own reward), `reward_components` (name -> value),
+    `step_success` (the task's predicate this step) and `is_success` (the episode's success so
+    far: any step for success_mode "any", this step for "final").
+    """
+
+    def __init__(self, env: gym.Env, task: Task, reward_fn: RewardFunction):
+        super().__init__(env)
+        self.task = task
+        self.reward_fn = reward_fn
+        self.view = None
+        self._episode_success = False
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.view = self.task.read_view(self.env.unwrapped, None)
+        self._episode_success = False
+        info["is_success"] = False
+        return obs, info
+
+    def step(self, action: np.ndarray):
+        obs, native, terminated, truncated, info = self.env.step(action)
+        view = self.task.read_view(self.env.unwrapped, self.view)
+        self.view = view
+        step_success = bool(self.task.is_success(view, info))
+        total, components = self.reward_fn(view, action, float(native), step_success)
+        if self.task.success_mode == "any":
+            self._episode_success = self._episode_success or step_success
+        else:
+            self._episode_success = step_success
+        info["native_reward"] = float(native)
+        info["reward_components"] = components
+        info["step_success"] = step_success
+        info["is_success"] = self._episode_success
+        return obs, total, terminated, truncated, info
+
+
+def make_task_env(
+    task: Task,
+    reward_fn: RewardFunction,
+    *,
+    seed: int | None = None,
+    render_mode: str | None = None,
+    render_size: int | None = None,
+    flatten: bool = True,
+) -> gym.Env:
+    """The env agents train and are evaluated on: task env + reward + flat observations."""
+    env = TaskRewardWrapper(task.make_env(render_mode=render_mode, seed=seed, render_size=render_size), task, reward_fn)
+    if flatten and isinstance(env.observation_space, gym.spaces.Dict):
+        env = gym.wrappers.FlattenObservation(env)
+    return env

@@ -1,0 +1,209 @@
+"""Train an SB3 policy on a task with a chosen reward; evaluate it with the task's success test.
+
+Read top to bottom: resolve the reward and settings, build vectorised training envs and a separate
+evaluation env, train with callbacks (component stats, periodic success evaluation, checkpoints),
+evaluate the final policy, write `result.json` atomically.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from policies.callbacks import ComponentStatsCallback, SuccessEvalCallback
+from policies.evaluate import evaluate, model_actor
+from policies.hyperparams import Hyperparams, load_hyperparams
+from policies.io import write_json_atomic
+from policies.reward_program import RewardFunction, reward_from_spec
+from policies.task_env import make_task_env
+from sim_envs.errors import ConfigError
+from sim_envs.registry import get_task
+from sim_envs.task import Task
+
+RESULT_FILE = "result.json"
+MODEL_FILE = "model.zip"
+EVAL_SEED_OFFSET = 10_000  # evaluation placements never coincide with training resets
+
+
+@dataclass
+class TrainConfig:
+    task_id: str
+    out_dir: Path
+    reward: str = "expert"
+    steps: int | None = None
+    seed: int = 0
+    device: str = "auto"
+    algo: str | None = None
+    eval_freq: int | None = None
+    eval_episodes: int | None = None
+    n_envs: int | None = None
+    stop_at_success: float | None = None
+    torch_threads: int = 1
+    progress: bool = False
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TrainResult:
+    task: str
+    reward: str
+    algo: str
+    seed: int
+    device: str
+    steps: int
+    wall_seconds: float
+    steps_per_second: float
+    success_rate: float
+    best_success_rate: float
+    mean_return: float
+    mean_native_return: float
+    curve: list[dict[str, Any]]
+    components: list[dict[str, Any]]
+    final_eval: dict[str, Any]
+    model_path: str
+    hyperparams: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
+        raise ConfigError(f"unknown device {device!r}; use auto, cpu or cuda")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError("CUDA was requested but no CUDA GPU is visible; use --device cpu or --device auto")
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def resolve_reward(task: Task, spec: str) -> RewardFunction:
+    if spec == "expert" and not task.has_expert_reward:
+        raise ConfigError(f"task {task.id} has no expert reward; use --reward sparse or --reward PATH.py")
+    return reward_from_spec(spec)
+
+
+def build_algorithm(params: Hyperparams, env: Any, seed: int, device: str, tb_dir: Path) -> Any:
+    from stable_baselines3 import PPO, SAC
+
+    algo_class = {"sac": SAC, "ppo": PPO}[params.algo]
+    return algo_class(
+        params.policy,
+        env,
+        seed=seed,
+        device=device,
+        verbose=0,
+        tensorboard_log=str(tb_dir),
+        policy_kwargs=dict(params.policy_kwargs),
+        **params.algo_kwargs,
+    )
+
+
+def train(
+    config: TrainConfig,
+    reward_fn: RewardFunction | None = None,
+    on_eval: Callable[[dict[str, Any]], None] | None = None,
+) -> TrainResult:
+    """Train, evaluate and write `out_dir/result.json`; `reward_fn` overrides `config.reward`."""
+    import torch
+    from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    task = get_task(config.task_id)
+    reward_fn = reward_fn or resolve_reward(task, config.reward)
+    steps = config.steps or task.default_steps
+    if steps <= 0:
+        raise ConfigError(f"--steps must be positive, got {steps}")
+    params = load_hyperparams(task.family, config.algo, config.overrides)
+    if config.n_envs is not None:
+        params.n_envs = config.n_envs
+    eval_freq = config.eval_freq or params.eval_freq
+    eval_episodes = config.eval_episodes or params.eval_episodes
+    device = resolve_device(config.device)
+    torch.set_num_threads(config.torch_threads)  # FACTS: one thread is faster on 2 cores
+    out = Path(config.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+
+    train_env = make_vec_env(
+        lambda: make_task_env(task, reward_fn, seed=config.seed),
+        n_envs=params.n_envs,
+        seed=config.seed,
+        monitor_dir=str(out / "monitor"),
+        monitor_kwargs={"info_keywords": ("is_success",)},
+    )
+    eval_env = make_task_env(task, reward_fn, seed=config.seed + EVAL_SEED_OFFSET)
+    model = build_algorithm(params, train_env, config.seed, device, out / "tb")
+    components = ComponentStatsCallback(log_every=max(1000, eval_freq // 2))
+    evaluator = SuccessEvalCallback(
+        eval_env, eval_freq, eval_episodes, config.seed + EVAL_SEED_OFFSET, config.stop_at_success, on_eval
+    )
+    checkpoints = CheckpointCallback(
+        save_freq=max(params.checkpoint_freq // params.n_envs, 1), save_path=str(out / "checkpoints"), name_prefix="model"
+    )
+    start = time.perf_counter()
+    try:
+        model.learn(
+            total_timesteps=steps,
+            callback=CallbackList([components, evaluator, checkpoints]),
+            progress_bar=config.progress,
+            tb_log_name="run",
+        )
+        wall = time.perf_counter() - start
+        model.save(out / MODEL_FILE)
+        final = evaluate(eval_env, model_actor(model), eval_episodes, seed=config.seed + EVAL_SEED_OFFSET)
+    finally:
+        train_env.close()
+        eval_env.close()
+    if not evaluator.curve or evaluator.curve[-1]["steps"] != model.num_timesteps:
+        evaluator.curve.append(
+            {
+                "steps": int(model.num_timesteps),
+                "wall_seconds": round(wall, 2),
+                "success_rate": final.success_rate,
+                "mean_return": final.mean_return,
+                "mean_native_return": final.mean_native_return,
+                "mean_length": final.mean_length,
+            }
+        )
+    result = TrainResult(
+        task=task.id,
+        reward=getattr(reward_fn, "name", config.reward),
+        algo=params.algo,
+        seed=config.seed,
+        device=device,
+        steps=int(model.num_timesteps),
+        wall_seconds=round(wall, 2),
+        steps_per_second=round(model.num_timesteps / max(wall, 1e-9), 1),
+        success_rate=final.success_rate,
+        best_success_rate=max(p["success_rate"] for p in evaluator.curve),
+        mean_return=final.mean_return,
+        mean_native_return=final.mean_native_return,
+        curve=evaluator.curve,
+        components=components.history,
+        final_eval=final.to_dict(),
+        model_path=str(out / MODEL_FILE),
+        hyperparams=asdict(params),
+    )
+    write_json_atomic(out / RESULT_FILE, result.to_dict())
+    return result
+
+
+def load_policy(path: str | Path) -> tuple[Any, dict[str, Any]]:
+    """A saved model and the result.json beside it (a run directory or its model.zip)."""
+    import json
+
+    from stable_baselines3 import PPO, SAC
+
+    path = Path(path)
+    model_path = path / MODEL_FILE if path.is_dir() else path
+    result_path = model_path.parent / RESULT_FILE
+    if not model_path.is_file() or not result_path.is_file():
+        raise ConfigError(f"no trained policy at {path}; pass the --out directory of `t2r train` (with {MODEL_FILE} and {RESULT_FILE})")
+    meta = json.loads(result_path.read_text())
+    algo_class = {"sac": SAC, "ppo": PPO}[meta["algo"]]
+    return algo_class.load(model_path, device="cpu"), meta

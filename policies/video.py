@@ -1,0 +1,54 @@
+"""Rollout videos (mp4 via imageio-ffmpeg) rendered offscreen with MuJoCo's EGL backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from policies.evaluate import Actor
+from policies.reward_program import RewardFunction, SparseReward
+from policies.task_env import make_task_env
+from sim_envs.task import Task
+
+UPSIDE_DOWN_FAMILIES = {"metaworld"}  # FACTS: MetaWorld's corner cameras render upside down
+
+
+def record_video(
+    task: Task,
+    act: Actor,
+    path: str | Path,
+    episodes: int = 1,
+    seed: int = 0,
+    reward_fn: RewardFunction | None = None,
+    max_fps: int = 50,
+    size: int = 320,
+) -> dict[str, object]:
+    """Render `episodes` rollouts to one mp4 at real-time speed; returns what was recorded."""
+    import imageio.v2 as imageio
+
+    env = make_task_env(task, reward_fn or SparseReward(), seed=seed, render_mode="rgb_array", render_size=size)
+    frames: list[np.ndarray] = []
+    successes = []
+    try:
+        for episode in range(episodes):
+            obs, _ = env.reset(seed=seed + episode)
+            frames.append(_frame(env.render(), task))
+            done, info = False, {}
+            while not done:
+                obs, _, terminated, truncated, info = env.step(act(obs))
+                frames.append(_frame(env.render(), task))
+                done = terminated or truncated
+            successes.append(bool(info.get("is_success", False)))
+        dt = env.get_wrapper_attr("view").dt
+    finally:
+        env.close()
+    fps = int(np.clip(round(1.0 / dt), 10, max_fps))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    imageio.mimwrite(path, frames, fps=fps, macro_block_size=1)
+    return {"path": str(path), "frames": len(frames), "fps": fps, "episodes": episodes, "successes": successes}
+
+
+def _frame(image: np.ndarray, task: Task) -> np.ndarray:
+    return np.ascontiguousarray(image[::-1]) if task.family in UPSIDE_DOWN_FAMILIES else image

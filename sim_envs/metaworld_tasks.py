@@ -1,0 +1,222 @@
+"""All 50 MetaWorld v3 tasks (goal-observable Sawyer arm), with their view and scripted policies.
+
+Expert reward = MetaWorld's own dense reward (`compute_reward`, v2 version); success = MetaWorld's
+`info["success"]`. Object and goal placements are re-drawn at every reset from the env's seeded
+generator, so a policy has to generalise over placements, as in the MetaWorld benchmark.
+"""
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from sim_envs.task import Task
+from sim_envs.view_base import StateView, attr, frozen
+
+EPISODE_STEPS = 200
+"""Shorter than MetaWorld's 500-step cap: every scripted policy succeeds well inside it (see tests),
+and SAC learns faster on short episodes (FACTS: time to success)."""
+
+
+@dataclass(slots=True)
+class SawyerRobot:
+    """The Sawyer arm's two-finger gripper."""
+
+    ee_position: np.ndarray = attr("(3,) tool-centre point: the midpoint between the two fingertips")
+    hand_position: np.ndarray = attr("(3,) the hand (wrist) body, a few cm above the fingertips")
+    gripper_openness: float = attr("in [0, 1]: distance between the fingers / 0.1 m; 0 closed, 1 fully open")
+    left_pad_position: np.ndarray = attr("(3,) centre of mass of the left finger pad")
+    right_pad_position: np.ndarray = attr("(3,) centre of mass of the right finger pad")
+    init_ee_position: np.ndarray = attr("(3,) ee_position at the start of the episode")
+    init_hand_position: np.ndarray = attr("(3,) where the hand is commanded to start the episode")
+    init_left_pad_position: np.ndarray = attr("(3,) left_pad_position at the start of the episode")
+    init_right_pad_position: np.ndarray = attr("(3,) right_pad_position at the start of the episode")
+
+
+@dataclass(slots=True)
+class SawyerObject:
+    """An object of the scene, as MetaWorld tracks it."""
+
+    position: np.ndarray = attr("(3,) position of the object's tracked point (see the task notes)")
+    quaternion: np.ndarray = attr("(4,) orientation quaternion in MetaWorld's order for this object (zeros if untracked)")
+    init_position: np.ndarray = attr("(3,) where MetaWorld placed the object at reset (its obj_init_pos)")
+
+
+@dataclass(slots=True)
+class SawyerView(StateView):
+    """A MetaWorld scene: a Sawyer arm above a table, one or two objects, and a goal position."""
+
+    robot: SawyerRobot = attr("the arm's gripper")
+    obj: SawyerObject = attr("the task's main object")
+    obj2: SawyerObject | None = attr("the second object, for tasks that track two; else None")
+    goal_position: np.ndarray = attr("(3,) the goal MetaWorld measures success against")
+
+
+ACTION_DOC = (
+    "np.ndarray (4,) in [-1, 1]: action[:3] moves the hand (x, y, z; 1 = 1 cm per step), "
+    "action[3] closes (+1) or opens (-1) the gripper"
+)
+
+# name -> (what a person would ask for, what `obj`/`obj2` are in this task)
+METAWORLD_TASKS: dict[str, tuple[str, str]] = {
+    "assembly": ("Pick up the round nut by its handle and put it onto the peg.", "obj is the nut's handle; the goal is on the peg"),
+    "basketball": ("Pick up the basketball and dunk it into the hoop.", "obj is the ball; the goal is the hoop"),
+    "bin-picking": ("Pick the cube out of the left bin and place it into the right bin.", "obj is the cube; the goal is the centre of the right bin"),
+    "box-close": ("Pick up the box lid and put it on the box.", "obj is the lid's handle; the goal is on top of the box"),
+    "button-press-topdown": ("Press the button down from above.", "obj is the button top; the goal is its pressed position"),
+    "button-press-topdown-wall": ("Press the button down from above; a wall stands beside it.", "obj is the button top; the goal is its pressed position"),
+    "button-press": ("Push the button on the box in front of the robot.", "obj is the button face; the goal is its pressed position"),
+    "button-press-wall": ("Push the button on the box; a short wall stands in front of it.", "obj is the button face; the goal is its pressed position"),
+    "coffee-button": ("Press the button on the coffee machine.", "obj is the button; the goal is its pressed position"),
+    "coffee-pull": ("Pull the mug out from under the coffee machine to the goal.", "obj is the mug; the goal is where the mug should end"),
+    "coffee-push": ("Push the mug under the coffee machine's spout.", "obj is the mug; the goal is under the spout"),
+    "dial-turn": ("Turn the dial a quarter turn.", "obj is a point on the dial's rim; the goal is where that point ends after the turn"),
+    "disassemble": ("Lift the round nut off the peg.", "obj is the nut's handle; the goal is above the peg"),
+    "door-close": ("Push the open door shut.", "obj is the door handle; the goal is the handle's closed position"),
+    "door-lock": ("Lock the door by turning the lock knob down.", "obj is the lock knob; the goal is its locked position"),
+    "door-open": ("Pull the door open by its handle.", "obj is the door handle; the goal is the handle's open position"),
+    "door-unlock": ("Unlock the door by turning the lock knob up.", "obj is the lock knob; the goal is its unlocked position"),
+    "hand-insert": ("Push the block into the hole in the table.", "obj is the block; the goal is in the hole"),
+    "drawer-close": ("Push the drawer closed.", "obj is the drawer handle; the goal is the handle's closed position"),
+    "drawer-open": ("Pull the drawer open by its handle.", "obj is the drawer handle; the goal is the handle's open position"),
+    "faucet-open": ("Turn the faucet handle to open the tap.", "obj is the end of the faucet handle; the goal is its open position"),
+    "faucet-close": ("Turn the faucet handle to close the tap.", "obj is the end of the faucet handle; the goal is its closed position"),
+    "hammer": ("Pick up the hammer and drive the nail into the wall.", "obj is the hammer's handle, obj2 the nail head; the goal is the nail driven in"),
+    "handle-press-side": ("Press the handle down, reaching it from the side.", "obj is the handle's end; the goal is its pressed position"),
+    "handle-press": ("Press the handle down.", "obj is the handle's end; the goal is its pressed position"),
+    "handle-pull-side": ("Pull the handle up, reaching it from the side.", "obj is the handle's end; the goal is its raised position"),
+    "handle-pull": ("Pull the handle up.", "obj is the handle's end; the goal is its raised position"),
+    "lever-pull": ("Pull the lever up.", "obj is the lever's end; the goal is its raised position"),
+    "pick-place-wall": ("Pick up the puck and place it at the goal on the other side of the wall.", "obj is the puck; the goal is in the air behind the wall"),
+    "pick-out-of-hole": ("Pick the peg out of the hole and lift it to the goal.", "obj is the peg; the goal is above the hole"),
+    "pick-place": ("Pick up the puck and move it to the goal position in the air.", "obj is the puck; the goal may be above the table"),
+    "plate-slide": ("Slide the plate across the table into the goal under the cabinet.", "obj is the plate; the goal is inside the cabinet"),
+    "plate-slide-side": ("Slide the plate sideways into the cabinet.", "obj is the plate; the goal is inside the cabinet"),
+    "plate-slide-back": ("Slide the plate back out of the cabinet to the goal.", "obj is the plate; the goal is in front of the cabinet"),
+    "plate-slide-back-side": ("Slide the plate sideways out of the cabinet to the goal.", "obj is the plate; the goal is beside the cabinet"),
+    "peg-insert-side": ("Pick up the peg and insert it sideways into the hole in the box.", "obj is the peg's head; the goal is inside the hole"),
+    "peg-unplug-side": ("Pull the peg sideways out of the hole in the box.", "obj is the peg; the goal is where the unplugged peg should be"),
+    "soccer": ("Push the soccer ball into the goal net.", "obj is the ball; the goal is inside the net"),
+    "stick-push": ("Grasp the stick and use it to push the thermos to the goal.", "obj is the stick, obj2 the thermos; the goal is the thermos's target"),
+    "stick-pull": ("Grasp the stick and use it to pull the thermos to the goal.", "obj is the stick, obj2 the thermos' handle; the goal is the thermos's target"),
+    "push": ("Push the puck across the table to the goal.", "obj is the puck; the goal is on the table"),
+    "push-wall": ("Push the puck around the wall to the goal.", "obj is the puck; the goal is behind the wall"),
+    "push-back": ("Pull the puck back towards the robot to the goal.", "obj is the puck; the goal is nearer the robot"),
+    "reach": ("Move the gripper to the goal position.", "obj is a puck on the table that this task ignores; only the gripper and the goal matter"),
+    "reach-wall": ("Move the gripper to the goal position on the other side of the wall.", "obj is a puck that this task ignores; only the gripper and the goal matter"),
+    "shelf-place": ("Pick up the block and place it on the shelf.", "obj is the block; the goal is on the shelf"),
+    "sweep-into": ("Sweep the puck into the hole in the table.", "obj is the puck; the goal is the hole"),
+    "sweep": ("Sweep the puck off the edge of the table.", "obj is the puck; the goal is past the table's edge"),
+    "window-open": ("Slide the window open.", "obj is the window handle; the goal is its open position"),
+    "window-close": ("Slide the window closed.", "obj is the window handle; the goal is its closed position"),
+}
+
+EXPERT_DOC = "MetaWorld's own dense reward for this task (v2 reward function, 0 to 10 per step)"
+
+
+def make_metaworld_env(
+    name: str, render_mode: str | None = None, seed: int | None = None, camera_name: str = "corner2", size: int = 480
+) -> gym.Env:
+    """MetaWorld's goal-observable env, placements re-drawn at every reset, with our time limit."""
+    from metaworld.env_dict import ALL_V3_ENVIRONMENTS_GOAL_OBSERVABLE
+
+    env = ALL_V3_ENVIRONMENTS_GOAL_OBSERVABLE[f"{name}-v3-goal-observable"](seed=seed, render_mode=render_mode)
+    env._freeze_rand_vec = False
+    env.seeded_rand_vec = True  # draw placements from env.np_random, not numpy's global generator
+    env.seed(int(np.random.SeedSequence().entropy % 2**31) if seed is None else seed)
+    if render_mode is not None:
+        env.mujoco_renderer.camera_id = env.model.camera(camera_name).id
+        env.mujoco_renderer.width = env.mujoco_renderer.height = size
+    return gym.wrappers.TimeLimit(MetaWorldSeeding(env), max_episode_steps=EPISODE_STEPS)
+
+
+class MetaWorldSeeding(gym.Wrapper):
+    """Honour `reset(seed=...)`: MetaWorld's own reset ignores the seed argument."""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        if seed is not None:
+            self.env.unwrapped.seed(seed)
+        return self.env.reset(options=options)
+
+
+def _object(position: np.ndarray, quaternion: np.ndarray, init_position: np.ndarray) -> SawyerObject:
+    return SawyerObject(position=frozen(position), quaternion=frozen(quaternion), init_position=init_position)
+
+
+def read_sawyer_view(env: Any, previous: SawyerView | None) -> SawyerView:
+    """Read the scene from MuJoCo data through MetaWorld's own accessors (never the flat obs)."""
+    data = env.data
+    positions = np.asarray(env._get_pos_objects(), dtype=np.float64)
+    quaternions = np.asarray(env._get_quat_objects(), dtype=np.float64)
+    if previous is None:
+        obj_init = positions[:3] if env.obj_init_pos is None else np.asarray(env.obj_init_pos)[:3]
+        init_ee, init_hand = frozen(env.init_tcp), frozen(env.hand_init_pos)
+        init_left, init_right = frozen(env.init_left_pad), frozen(env.init_right_pad)
+        init_obj, init_obj2 = frozen(obj_init), frozen(positions[3:6]) if positions.size > 3 else None
+    else:
+        r = previous.robot
+        init_ee, init_hand = r.init_ee_position, r.init_hand_position
+        init_left, init_right = r.init_left_pad_position, r.init_right_pad_position
+        init_obj = previous.obj.init_position
+        init_obj2 = previous.obj2.init_position if previous.obj2 is not None else None
+    fingers = np.linalg.norm(data.body("rightclaw").xpos - data.body("leftclaw").xpos)
+    robot = SawyerRobot(
+        ee_position=frozen(env.tcp_center),
+        hand_position=frozen(data.body("hand").xpos),
+        gripper_openness=float(np.clip(fingers / 0.1, 0.0, 1.0)),
+        left_pad_position=frozen(env.get_body_com("leftpad")),
+        right_pad_position=frozen(env.get_body_com("rightpad")),
+        init_ee_position=init_ee,
+        init_hand_position=init_hand,
+        init_left_pad_position=init_left,
+        init_right_pad_position=init_right,
+    )
+    obj2 = None
+    if positions.size > 3:
+        obj2 = _object(positions[3:6], quaternions[4:8], init_obj2)
+    return SawyerView(
+        dt=float(env.dt),
+        episode_step=int(env.curr_path_length),
+        robot=robot,
+        obj=_object(positions[:3], quaternions[:4], init_obj),
+        obj2=obj2,
+        goal_position=frozen(env._target_pos),
+    )
+
+
+def metaworld_success(view: StateView, info: dict[str, Any]) -> bool:
+    return bool(info.get("success", 0.0))
+
+
+def _scripted_policy(name: str):
+    from metaworld.policies import ENV_POLICY_MAP
+
+    policy = ENV_POLICY_MAP[f"{name}-v3"]()
+    return policy.get_action
+
+
+def metaworld_tasks() -> list[Task]:
+    tasks = []
+    for name, (description, notes) in METAWORLD_TASKS.items():
+        tasks.append(
+            Task(
+                id=f"metaworld/{name}-v3",
+                family="metaworld",
+                description=description,
+                env_factory=partial(make_metaworld_env, name),
+                view_class=SawyerView,
+                read_view=read_sawyer_view,
+                is_success=metaworld_success,
+                success_doc="MetaWorld's own success flag (info['success']) at any step of the episode",
+                success_mode="any",
+                max_episode_steps=EPISODE_STEPS,
+                default_steps=20_000,
+                expert_reward_doc=EXPERT_DOC,
+                scripted_policy_factory=partial(_scripted_policy, name),
+                action_doc=ACTION_DOC,
+                view_notes=notes + ".",
+            )
+        )
+    return tasks

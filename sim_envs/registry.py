@@ -1,0 +1,132 @@
+"""The task registry: built-in families plus tasks loaded from user files.
+
+Why lazy: listing tasks must not import MetaWorld, Gymnasium-Robotics and MuJoCo renderers; each
+family module only imports its simulator inside its env factory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sim_envs.errors import TaskFileError, UnknownTaskError
+from sim_envs.task import Task
+
+_TASKS: dict[str, Task] = {}
+_BUILTINS_LOADED = False
+
+
+def _load_builtins() -> None:
+    global _BUILTINS_LOADED
+    if _BUILTINS_LOADED:
+        return
+    from sim_envs.fetch_tasks import fetch_tasks
+    from sim_envs.locomotion_tasks import locomotion_tasks
+    from sim_envs.metaworld_tasks import metaworld_tasks
+
+    for task in [*metaworld_tasks(), *fetch_tasks(), *locomotion_tasks()]:
+        _TASKS.setdefault(task.id, task)
+    _BUILTINS_LOADED = True
+
+
+def register_task(task: Task, *, replace: bool = False) -> Task:
+    """Add a task; ids are `<family>/<name>` and unique unless `replace`."""
+    _load_builtins()
+    if "/" not in task.id:
+        raise TaskFileError(f"task id {task.id!r} must look like '<family>/<name>', e.g. 'custom/hopper_jump'")
+    if task.id in _TASKS and not replace and _TASKS[task.id] is not task:
+        raise TaskFileError(f"task id {task.id!r} is already registered; pick another id")
+    _TASKS[task.id] = task
+    return task
+
+
+def list_tasks(family: str | None = None) -> list[Task]:
+    _load_builtins()
+    return [t for t in _TASKS.values() if family is None or t.family == family or t.id.startswith(family + "/")]
+
+
+def get_task(task_id: str) -> Task:
+    _load_builtins()
+    try:
+        return _TASKS[task_id]
+    except KeyError:
+        close = difflib.get_close_matches(task_id, list(_TASKS), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; run `t2r tasks` to list them"
+        raise UnknownTaskError(f"unknown task {task_id!r}{hint}") from None
+
+
+def derive_task(
+    base: str,
+    *,
+    id: str,
+    description: str,
+    is_success: Callable[[Any, dict[str, Any]], bool],
+    success_doc: str,
+    success_mode: str | None = None,
+    max_episode_steps: int | None = None,
+    default_steps: int | None = None,
+    keep_expert_reward: bool = False,
+    view_notes: str | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+) -> Task:
+    """A new task on an existing task's environment and view: what a user task file calls.
+
+    The base's expert reward is dropped unless `keep_expert_reward`: a new behaviour rarely wants
+    the old objective as its reference.
+    """
+    parent = get_task(base)
+    changes: dict[str, Any] = dict(
+        id=id,
+        description=description,
+        is_success=is_success,
+        success_doc=success_doc,
+        source="user",
+        expert_reward_doc=parent.expert_reward_doc if keep_expert_reward else None,
+        env_kwargs={**parent.env_kwargs, **(env_kwargs or {})},
+    )
+    if success_mode is not None:
+        changes["success_mode"] = success_mode
+    if default_steps is not None:
+        changes["default_steps"] = default_steps
+    if view_notes is not None:
+        changes["view_notes"] = view_notes
+    if max_episode_steps is not None:
+        changes["max_episode_steps"] = max_episode_steps
+        if parent.family == "locomotion":
+            changes["env_factory"] = _with_steps(parent, max_episode_steps)
+    return dataclasses.replace(parent, **changes)
+
+
+def _with_steps(parent: Task, steps: int) -> Callable[..., Any]:
+    from functools import partial
+
+    from sim_envs.locomotion_tasks import make_locomotion_env
+
+    gym_id = parent.env_factory.args[0]  # a partial(make_locomotion_env, gym_id, steps)
+    return partial(make_locomotion_env, gym_id, steps)
+
+
+def load_task_file(path: str | Path) -> list[Task]:
+    """Run a user's Python file and register every `Task` it defines at module level."""
+    path = Path(path)
+    if not path.is_file():
+        raise TaskFileError(f"task file {path} does not exist; pass the path of a .py file that defines a Task")
+    module_name = f"t2r_user_task_{abs(hash(path.resolve()))}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise TaskFileError(f"task file {path} is not a Python file; give it a .py name")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the user's file: report, do not crash with their traceback
+        raise TaskFileError(f"task file {path} failed to run: {type(exc).__name__}: {exc}") from exc
+    tasks = [value for value in vars(module).values() if isinstance(value, Task)]
+    if not tasks:
+        raise TaskFileError(f"task file {path} defines no Task; assign derive_task(...) to a module-level name")
+    return [register_task(t, replace=True) for t in tasks]

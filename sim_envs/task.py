@@ -1,0 +1,100 @@
+"""The `Task` contract: everything the rest of the toolkit needs to know about one robot task.
+
+Why a frozen dataclass of plain callables: tasks are data. A family module fills in the callables
+once; a user task file can derive a new task from an existing one with `dataclasses.replace`, and
+nothing downstream needs to know which family it came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+
+from sim_envs.view_base import StateView, render_view_class_doc
+
+SuccessMode = Literal["any", "final"]
+ScriptedPolicy = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task: a description, an environment, a state view, a success test and references."""
+
+    id: str
+    family: str
+    description: str
+    env_factory: Callable[..., gym.Env] = field(repr=False)
+    """`env_factory(render_mode=None, seed=None, **env_kwargs)` -> an env with its time limit."""
+    view_class: type[StateView] = field(repr=False)
+    read_view: Callable[[gym.Env, StateView | None], StateView] = field(repr=False)
+    """`read_view(unwrapped_env, previous_view)`: the view after reset (previous None) or a step."""
+    is_success: Callable[[StateView, dict[str, Any]], bool] = field(repr=False)
+    """Per-step success predicate; `success_mode` says how steps make an episode's success."""
+    success_doc: str
+    success_mode: SuccessMode = "any"
+    max_episode_steps: int = 500
+    default_steps: int = 20_000
+    expert_reward_doc: str | None = None
+    """What the environment's own dense reward is; None when the task has no expert reward."""
+    scripted_policy_factory: Callable[[], ScriptedPolicy] | None = field(default=None, repr=False)
+    action_doc: str = ""
+    view_notes: str = ""
+    """Task-specific meaning of view fields (e.g. what `obj` is in this task)."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    source: str = "builtin"
+
+    @property
+    def has_expert_reward(self) -> bool:
+        return self.expert_reward_doc is not None
+
+    @property
+    def has_scripted_policy(self) -> bool:
+        return self.scripted_policy_factory is not None
+
+    def make_env(self, render_mode: str | None = None, seed: int | None = None, render_size: int | None = None) -> gym.Env:
+        """A fresh environment for this task (observations are the env's own)."""
+        extra = {} if render_size is None else {"size": render_size}
+        return self.env_factory(render_mode=render_mode, seed=seed, **extra, **self.env_kwargs)
+
+    def view(self, env: gym.Env, previous: StateView | None = None) -> StateView:
+        """Read the state view from the simulator; `previous` carries episode-start values."""
+        return self.read_view(env.unwrapped, previous)
+
+    def scripted_policy(self) -> ScriptedPolicy:
+        if self.scripted_policy_factory is None:
+            from sim_envs.errors import ConfigError
+
+            raise ConfigError(f"task {self.id} has no scripted policy; pick one listed with `t2r tasks`")
+        return self.scripted_policy_factory()
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON form listed by `t2r tasks --json`."""
+        return {
+            "id": self.id,
+            "family": self.family,
+            "description": self.description,
+            "has_expert_reward": self.has_expert_reward,
+            "has_scripted_policy": self.has_scripted_policy,
+            "max_episode_steps": self.max_episode_steps,
+            "default_steps": self.default_steps,
+            "success": self.success_doc,
+            "source": self.source,
+        }
+
+
+def render_view_doc(task: Task) -> str:
+    """The environment section of a prompt: the view classes, the action, and task notes."""
+    parts = [
+        f"# In compute_dense_reward(self, action), `self` is a {task.view_class.__name__}.",
+        "# Every array is a read-only numpy float64 copy; positions are metres in the world frame, z up.",
+        render_view_class_doc(task.view_class),
+    ]
+    if task.action_doc:
+        parts.append(f"# action: {task.action_doc}")
+    if task.view_notes:
+        parts.append("# In this task: " + task.view_notes)
+    return "\n\n".join(parts)

@@ -1,0 +1,91 @@
+"""Typed, documented state views and the renderer that turns them into prompt text.
+
+Why: the model is told about the environment by text rendered *from these classes* (field types
+and their `doc` metadata), so what the prompt promises and what reward code can read as `self`
+cannot drift apart. Views are plain dataclasses of read-only numpy copies: they pickle to a
+sandbox process, and reward code can never move the simulator.
+"""
+
+import dataclasses
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+def attr(doc: str) -> Any:
+    """Declare a view field with the sentence the prompt will show for it."""
+    return field(metadata={"doc": doc})
+
+
+def frozen(array: Any) -> np.ndarray:
+    """A read-only float64 copy: reward code may read it, never write through it."""
+    out = np.array(array, dtype=np.float64)
+    out.flags.writeable = False
+    return out
+
+
+@dataclass(slots=True)
+class StateView:
+    """Base class of every view; `dt` and `episode_step` are common to all families."""
+
+    dt: float = attr("seconds of simulated time per environment step (one action)")
+    episode_step: int = attr("number of actions taken since the episode started (0 right after reset)")
+
+
+def _type_name(annotation: Any) -> str:
+    if isinstance(annotation, (types.UnionType,)) or typing.get_origin(annotation) is typing.Union:
+        return " | ".join(_type_name(a) for a in typing.get_args(annotation))
+    if annotation is type(None):
+        return "None"
+    if annotation is np.ndarray:
+        return "np.ndarray"
+    name = getattr(annotation, "__name__", None)
+    if name is None:
+        name = re.sub(r"\b[\w.]+\.", "", str(annotation))
+    return name
+
+
+def _nested_view_classes(cls: type) -> list[type]:
+    """Dataclasses referenced by `cls`'s fields, depth first, each once."""
+    found: list[type] = []
+    for f in dataclasses.fields(cls):
+        candidates = typing.get_args(f.type) or (f.type,)
+        for candidate in candidates:
+            if dataclasses.is_dataclass(candidate) and candidate not in found:
+                for inner in _nested_view_classes(candidate):
+                    if inner not in found:
+                        found.append(inner)
+                found.append(candidate)
+    return found
+
+
+def _render_class(cls: type) -> str:
+    doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+    lines = [f"class {cls.__name__}:", f'    """{doc}"""']
+    for f in dataclasses.fields(cls):
+        note = f.metadata.get("doc", "")
+        lines.append(f"    {f.name}: {_type_name(f.type)}  # {note}")
+    return "\n".join(lines)
+
+
+def render_view_class_doc(view_class: type) -> str:
+    """Python-like stubs of a view class and every class it contains, innermost first."""
+    blocks = [_render_class(c) for c in _nested_view_classes(view_class)]
+    blocks.append(_render_class(view_class))
+    return "\n\n".join(blocks)
+
+
+def view_field_paths(view_class: type, prefix: str = "self") -> list[str]:
+    """Every readable attribute path (`self.robot.ee_position`, ...): used to check reward code."""
+    paths: list[str] = []
+    for f in dataclasses.fields(view_class):
+        path = f"{prefix}.{f.name}"
+        paths.append(path)
+        for candidate in typing.get_args(f.type) or (f.type,):
+            if dataclasses.is_dataclass(candidate):
+                paths.extend(view_field_paths(candidate, path))
+    return paths
