@@ -1,0 +1,52 @@
+"""The backend contract: a request (chat messages + task context) in, K replies out.
+
+Why a context beside the messages: the rule-based `heuristic` backend composes rewards from the
+task and its view, not from prose, and must never pretend to be a model; model backends ignore it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+ChatMessage = dict[str, Any]
+"""One OpenAI chat message: {"role": "system"|"user"|"assistant", "content": str | list[content parts]}."""
+
+
+@dataclass
+class GenerationRequest:
+    messages: list[ChatMessage]
+    n: int
+    task_id: str
+    round: int = 0
+    temperature: float = 1.0
+    max_tokens: int | None = None
+    context: dict[str, Any] = field(default_factory=dict)
+    """Structured facts for rule-based backends: e.g. previous_best_code, component_stats, critique."""
+
+
+@dataclass
+class Reply:
+    text: str | None
+    backend: str
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_seconds: float = 0.0
+    cached: bool = False
+    rule_based: bool = False
+    error: str | None = None
+    """Set when no text came back (a failed request after retries): recorded, never retried forever."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Backend(Protocol):
+    name: str
+    model: str
+    rule_based: bool
+
+    def generate(self, request: GenerationRequest) -> list[Reply]:
+        """Exactly `request.n` replies (failed ones carry `error`)."""
+        ...
