@@ -42,7 +42,7 @@ class PlanarWalkerView(StateView):
 class AntTorso:
     """The Ant's round torso."""
 
-    position: np.ndarray = attr("(3,) torso centre; z is its height above the floor (about 0.50 at rest standing)")
+    position: np.ndarray = attr("(3,) torso centre; z is its height above the floor (0.75 at reset; about 0.37 if the motors idle and it sinks onto outstretched legs)")
     quaternion: np.ndarray = attr("(4,) orientation quaternion (w, x, y, z)")
     up_vector: np.ndarray = attr("(3,) the torso's local z axis in the world; [0, 0, 1] when upright")
     velocity: np.ndarray = attr("(3,) m/s, linear velocity")
@@ -167,7 +167,9 @@ def wave_leg_success(view: AntView, info: dict[str, Any]) -> bool:
 
 
 def lie_down_success(view: AntView, info: dict[str, Any]) -> bool:
-    return bool(view.torso.position[2] <= 0.40 and view.torso.up_vector[2] >= 0.8)
+    low_and_upright = view.torso.position[2] <= 0.40 and view.torso.up_vector[2] >= 0.8
+    still = float(np.linalg.norm(view.torso.velocity)) <= 0.1
+    return bool(low_and_upright and still and np.all(view.foot_positions[:, 2] <= 0.15))
 
 
 def _task(id: str, description: str, gym_id: str, steps: int, view: str, success, success_doc: str, mode: str = "any", expert: str | None = None, budget: int = 100_000, notes: str = "", **env_kwargs: Any) -> Task:
@@ -222,6 +224,6 @@ def locomotion_tasks() -> list[Task]:
               wave_leg_success, "at some step the front-left foot tip is at least 0.3 m high, its hip turns at 1 rad/s or faster, and the torso's up vector has z >= 0.7",
               budget=200_000, notes="the episode does not end when the ant falls or flips.", **no_fall),
         _task("ant/lie_down", "Make the ant lie down flat on its belly and stay there.", "Ant-v5", 500, "ant",
-              lie_down_success, "at the last step the torso centre is at most 0.40 m high (it rests at about 0.50 m standing) and upright (up vector z >= 0.8)",
+              lie_down_success, "at the last step the torso centre is at most 0.40 m high, upright (up vector z >= 0.8), moving under 0.1 m/s, all feet on the floor. Note: Gymnasium's Ant sinks to about 0.37 m when its motors idle, so this is the easiest locomotion task: it mostly checks that a reward does not prevent lying still",
               mode="final", budget=200_000, notes="the episode does not end when the ant falls or flips.", **no_fall),
     ]

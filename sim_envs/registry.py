@@ -77,7 +77,8 @@ def derive_task(
     """A new task on an existing task's environment and view: what a user task file calls.
 
     The base's expert reward is dropped unless `keep_expert_reward`: a new behaviour rarely wants
-    the old objective as its reference.
+    the old objective as its reference. `view_notes` defaults to the base's: pass new notes when
+    `env_kwargs` change what they say (e.g. whether a fall ends the episode), since they reach prompts.
     """
     parent = get_task(base)
     changes: dict[str, Any] = dict(

@@ -1,0 +1,143 @@
+"""Every task resets, steps and reads its view; the view's values equal the simulator's."""
+
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from sim_envs import get_task
+
+
+def _check_view_types(view, view_class):
+    assert isinstance(view, view_class)
+    for field in dataclasses.fields(view):
+        value = getattr(view, field.name)
+        if isinstance(value, np.ndarray):
+            assert np.all(np.isfinite(value)), field.name
+            assert not value.flags.writeable, f"{field.name} must be read-only"
+
+
+def test_every_task_resets_steps_and_reads_its_view(all_tasks):
+    for task in all_tasks:
+        env = task.make_env(seed=0)
+        try:
+            env.reset(seed=0)
+            view = task.view(env)
+            _check_view_types(view, task.view_class)
+            assert view.episode_step == 0 and view.dt > 0
+            for _ in range(3):
+                _, _, terminated, truncated, info = env.step(env.action_space.sample())
+                view = task.view(env, view)
+                assert isinstance(task.is_success(view, info), bool)
+            assert view.episode_step == 3
+        finally:
+            env.close()
+
+
+@pytest.mark.parametrize("task_id", ["metaworld/drawer-open-v3", "fetch/push", "hopper/forward", "ant/wave_leg"])
+def test_each_family_renders_frames(task_id):
+    task = get_task(task_id)
+    env = task.make_env(render_mode="rgb_array", seed=0, render_size=64)
+    try:
+        env.reset(seed=0)
+        env.step(env.action_space.sample())
+        frame = env.render()
+        assert frame.shape == (64, 64, 3) and frame.std() > 0
+    finally:
+        env.close()
+
+
+def test_metaworld_view_equals_simulator():
+    task = get_task("metaworld/pick-place-v3")
+    env = task.make_env(seed=3)
+    obs, _ = env.reset(seed=3)
+    view = task.view(env)
+    policy = task.scripted_policy()
+    for _ in range(40):
+        obs, *_ = env.step(policy(obs))
+        view = task.view(env, view)
+        # MetaWorld's own observation is built from the same simulator state
+        np.testing.assert_allclose(view.robot.hand_position, obs[0:3], atol=1e-12)
+        assert view.robot.gripper_openness == pytest.approx(obs[3], abs=1e-12)
+        np.testing.assert_allclose(view.obj.position, obs[4:7], atol=1e-12)
+        np.testing.assert_allclose(view.goal_position, obs[36:39], atol=1e-12)
+        np.testing.assert_allclose(view.robot.ee_position, env.unwrapped.tcp_center, atol=1e-12)
+    assert view.robot.init_ee_position is not None
+    with pytest.raises(ValueError):
+        view.obj.position[0] = 1.0  # reward code cannot write through the view
+
+
+def test_metaworld_seeding_is_reproducible():
+    task = get_task("metaworld/push-v3")
+    a = task.make_env(seed=1).reset(seed=7)[0]
+    b = task.make_env(seed=2).reset(seed=7)[0]
+    c = task.make_env(seed=2).reset(seed=8)[0]
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c)
+
+
+def test_fetch_view_equals_simulator():
+    task = get_task("fetch/pick_and_place")
+    env = task.make_env(seed=0)
+    obs, _ = env.reset(seed=0)
+    view = task.view(env)
+    for _ in range(5):
+        obs, *_ = env.step(env.action_space.sample())
+        view = task.view(env, view)
+        np.testing.assert_allclose(view.robot.ee_position, obs["observation"][0:3], atol=1e-12)
+        np.testing.assert_allclose(view.obj.position, obs["achieved_goal"], atol=1e-12)
+        np.testing.assert_allclose(view.goal_position, obs["desired_goal"], atol=1e-12)
+        assert view.robot.gripper_width == pytest.approx(obs["observation"][9] + obs["observation"][10])
+
+
+@pytest.mark.parametrize("task_id", ["hopper/forward", "walker2d/forward", "halfcheetah/forward"])
+def test_planar_view_equals_simulator(task_id):
+    task = get_task(task_id)
+    env = task.make_env(seed=0)
+    env.reset(seed=0)
+    view = task.view(env)
+    data = env.unwrapped.data
+    for _ in range(5):
+        _, _, terminated, _, info = env.step(env.action_space.sample())
+        view = task.view(env, view)
+        assert view.torso.x_velocity == pytest.approx(info["x_velocity"], abs=1e-9)
+        assert view.torso.pitch == data.qpos[2]
+        np.testing.assert_array_equal(view.joint_angles, data.qpos[3:])
+        np.testing.assert_array_equal(view.joint_velocities, data.qvel[3:])
+        if terminated:
+            break
+    import mujoco
+
+    mujoco.mj_kinematics(env.unwrapped.model, data)  # fresh body positions for the comparison
+    np.testing.assert_allclose(view.torso.position, data.body("torso").xpos, atol=1e-9)
+
+
+def test_ant_view_equals_simulator():
+    task = get_task("ant/forward")
+    env = task.make_env(seed=0)
+    env.reset(seed=0)
+    view = task.view(env)
+    data = env.unwrapped.data
+    env.step(env.action_space.sample())
+    view = task.view(env, view)
+    np.testing.assert_array_equal(view.torso.position, data.qpos[:3])
+    np.testing.assert_array_equal(view.torso.quaternion, data.qpos[3:7])
+    np.testing.assert_array_equal(view.joint_angles, data.qpos[7:15])
+    # the up vector is the third column of the torso's rotation matrix
+    np.testing.assert_allclose(view.torso.up_vector, data.body("torso").xmat.reshape(3, 3)[:, 2], atol=1e-9)
+    assert view.foot_positions.shape == (4, 3)
+    for _ in range(100):  # legs start horizontal (outside the ankle range) and spring down
+        env.step(np.zeros(8))
+        view = task.view(env, view)
+    assert np.all(view.foot_positions[:, 2] < 0.15), "standing feet touch the floor"
+    assert np.all(view.foot_positions[:, 2] < view.torso.position[2])
+
+
+def test_flatten_applies_only_to_dict_observations():
+    from policies.reward_program import SparseReward
+    from policies.task_env import make_task_env
+
+    fetch = make_task_env(get_task("fetch/reach"), SparseReward(), seed=0)
+    assert isinstance(fetch.observation_space, gym.spaces.Box)
+    fetch.close()

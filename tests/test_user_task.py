@@ -1,0 +1,72 @@
+"""A person adds a task from a small Python file, with no change to the package."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from sim_envs import get_task, load_task_file
+from sim_envs.errors import TaskFileError
+
+TASK_FILE = textwrap.dedent(
+    '''
+    from sim_envs import derive_task
+
+    HOP_HIGH = derive_task(
+        "hopper/forward",
+        id="custom/hopper_jump",
+        description="Make the hopper jump as high as it can.",
+        is_success=lambda view, info: view.torso.position[2] > 1.6,
+        success_doc="the torso rises above 1.6 m at any step",
+        max_episode_steps=200,
+        env_kwargs={"terminate_when_unhealthy": False},
+        view_notes="the episode does not end when the hopper falls.",
+    )
+    '''
+)
+
+
+def test_task_file_registers_a_working_task(tmp_path):
+    path = tmp_path / "my_task.py"
+    path.write_text(TASK_FILE)
+    (task,) = load_task_file(path)
+    assert get_task("custom/hopper_jump") is task
+    assert task.source == "user" and not task.has_expert_reward and task.family == "locomotion"
+    env = task.make_env(seed=0)
+    env.reset(seed=0)
+    assert env.spec.max_episode_steps == 200
+    view = task.view(env)
+    assert not task.is_success(view, {})
+    assert task.view_notes == "the episode does not end when the hopper falls."
+    steps = 0
+    done = False
+    while not done:
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        done, steps = terminated or truncated, steps + 1
+    assert steps == 200  # no early termination: the env kwargs reached the env
+
+
+def test_cli_lists_the_user_task(tmp_path):
+    path = tmp_path / "my_task.py"
+    path.write_text(TASK_FILE)
+    out = subprocess.run(
+        [sys.executable, "-m", "text2reward.cli", "tasks", "--json", "--task-file", str(path)],
+        capture_output=True, text=True, check=True,
+    )
+    ids = {t["id"]: t for t in json.loads(out.stdout)}
+    assert ids["custom/hopper_jump"]["source"] == "user"
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [("x = 1\n", "defines no Task"), ("raise RuntimeError('boom')\n", "failed to run: RuntimeError: boom")],
+)
+def test_bad_task_files_say_what_to_fix(tmp_path, content, message):
+    path = tmp_path / "bad.py"
+    path.write_text(content)
+    with pytest.raises(TaskFileError, match=message):
+        load_task_file(path)
+    with pytest.raises(TaskFileError, match="does not exist"):
+        load_task_file(tmp_path / "missing.py")

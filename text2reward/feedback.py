@@ -1,0 +1,468 @@
+"""Feedback for the next round: what training did to each reward component, and what the robot did.
+
+Why plain text from plain data: the next prompt needs words and numbers the model can act on, a
+rule-based backend needs the same facts as a dict (`component_stats`, `episode_facts`), and both
+must come from the real training record and real rollouts, never from the reward's own claims.
+Views are read by attribute presence, so every family and every user-derived task is covered.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from sim_envs.task import Task
+
+SAMPLES = 10
+"""Points per component trajectory in the reflection (enough to see a trend, short enough to read)."""
+DOMINANCE = 0.8
+"""A component above this share of the summed component magnitudes drowns the others."""
+CONSTANT_RTOL = 1e-3
+MOVED_M = 0.02
+LIFTED_M = 0.015
+NEAR_M = 0.04
+FELL_M = 0.05
+ANT_LEGS = ("front_left", "back_left", "back_right", "front_right")
+
+
+# --------------------------------------------------------------------------- reward reflection
+
+
+def _as_dict(train_result: Any) -> dict[str, Any]:
+    return train_result.to_dict() if hasattr(train_result, "to_dict") else dict(train_result)
+
+
+def _sample_indices(n: int, k: int = SAMPLES) -> list[int]:
+    """Up to k evenly spaced indices into a series of length n, first and last included."""
+    if n <= k:
+        return list(range(n))
+    return sorted({int(round(i)) for i in np.linspace(0, n - 1, k)})
+
+
+def _fmt(value: float) -> str:
+    if not math.isfinite(value):
+        return str(value)
+    return f"{value:.3g}" if value != 0 else "0"
+
+
+def _component_series(history: list[dict[str, Any]]) -> dict[str, list[tuple[int, dict[str, float]]]]:
+    series: dict[str, list[tuple[int, dict[str, float]]]] = {}
+    for window in history:
+        for name, stats in window.get("components", {}).items():
+            series.setdefault(name, []).append((int(window.get("steps", 0)), stats))
+    return series
+
+
+def component_stats(train_result: Any) -> dict[str, dict[str, float]]:
+    """{name: {mean, min, max, first, last, share}} over the whole of training.
+
+    `mean` averages the per-window means; `first`/`last` are the first and last window means;
+    `share` is |mean| over the summed |mean| of all components (what drowns what).
+    """
+    history = _as_dict(train_result).get("components", [])
+    stats: dict[str, dict[str, float]] = {}
+    for name, points in _component_series(history).items():
+        means = [float(s["mean"]) for _, s in points]
+        stats[name] = {
+            "mean": float(np.mean(means)),
+            "min": float(min(s["min"] for _, s in points)),
+            "max": float(max(s["max"] for _, s in points)),
+            "first": means[0],
+            "last": means[-1],
+        }
+    magnitude = sum(abs(s["mean"]) for s in stats.values())
+    for s in stats.values():
+        s["share"] = abs(s["mean"]) / magnitude if magnitude > 0 else 0.0
+    return stats
+
+
+def _is_constant(s: dict[str, float]) -> bool:
+    return s["max"] - s["min"] <= 1e-9 + CONSTANT_RTOL * max(abs(s["max"]), abs(s["min"]))
+
+
+def reflection_tips(train_result: Any) -> list[str]:
+    """The usual ways a dense reward fails, detected from the training record."""
+    data = _as_dict(train_result)
+    stats = component_stats(data)
+    curve = data.get("curve", [])
+    tips: list[str] = []
+    for name, s in stats.items():
+        if _is_constant(s):
+            why = "its condition was never met" if s["max"] == 0 else "it never changed"
+            tips.append(
+                f"'{name}' was {_fmt(s['mean'])} at every training step ({why}): a (nearly) constant component "
+                "cannot guide learning; make it depend on the state, rescale it, or remove it."
+            )
+    if len(stats) >= 2:
+        for name, s in stats.items():
+            if s["share"] > DOMINANCE:
+                others = ", ".join(f"'{o}'" for o in stats if o != name)
+                tips.append(
+                    f"'{name}' makes up {s['share']:.0%} of the summed magnitude of all components: it drowns "
+                    f"{others}; scale it down or scale the others up so each stage matters."
+                )
+    successes = [float(p.get("success_rate", 0.0)) for p in curve]
+    if curve and max(successes) == 0.0:
+        tips.append(
+            "The success rate was 0 at every evaluation: the policy never completed the task, so the final "
+            "stage was never reached; reward progress towards it more clearly (intermediate stages, a larger "
+            "completion bonus) and check that the condition for the final stage can actually be met."
+        )
+        returns = [float(p.get("mean_return", 0.0)) for p in curve]
+        rise = returns[-1] - returns[0] if len(returns) >= 2 else 0.0
+        if rise > 1e-6 + 0.1 * abs(returns[0]):
+            tips.append(
+                f"Evaluation returns rose from {_fmt(returns[0])} to {_fmt(returns[-1])} while success stayed 0: "
+                "the policy learns to collect reward without doing the task (the reward is being hacked); "
+                "find the component that grows and make sure it cannot be earned without real progress."
+            )
+    elif curve and max(successes) - successes[-1] >= 0.3:
+        tips.append(
+            f"Success peaked at {max(successes):.2f} but ended at {successes[-1]:.2f}: the policy drifted away "
+            "from the solution; make the reward highest when the task is done (no terms that keep growing "
+            "after success, no penalties that success itself triggers)."
+        )
+    return tips
+
+
+def reward_reflection(train_result: Any) -> str:
+    """Each component's mean over training (~10 samples, with min/mean/max) and the success curve."""
+    data = _as_dict(train_result)
+    history = data.get("components", [])
+    curve = data.get("curve", [])
+    lines = [
+        f"Reward reflection: the policy trained for {int(data.get('steps', 0)):,} steps with this reward. "
+        "Each component below is its mean per step over a window of training, sampled at up to "
+        f"{SAMPLES} evenly spaced points, then its min, mean and max over all of training."
+    ]
+    if history:
+        picks = _sample_indices(len(history))
+        lines.append("training steps: " + ", ".join(str(int(history[i].get("steps", 0))) for i in picks))
+        stats = component_stats(data)
+        for name, points in _component_series(history).items():
+            idx = _sample_indices(len(points))
+            samples = ", ".join(_fmt(float(points[i][1]["mean"])) for i in idx)
+            s = stats[name]
+            lines.append(
+                f"{name}: [{samples}]  min {_fmt(s['min'])}, mean {_fmt(s['mean'])}, max {_fmt(s['max'])}"
+            )
+        if any("step_success" in w for w in history):
+            fractions = [float(history[i].get("step_success", 0.0)) for i in picks]
+            lines.append("fraction of training steps meeting the success test: [" + ", ".join(_fmt(f) for f in fractions) + "]")
+    else:
+        lines.append("(no reward components were recorded during training)")
+    if curve:
+        idx = _sample_indices(len(curve))
+        lines.append("evaluation steps: " + ", ".join(str(int(curve[i].get("steps", 0))) for i in idx))
+        lines.append("success rate: [" + ", ".join(f"{float(curve[i].get('success_rate', 0.0)):.2f}" for i in idx) + "]")
+        lines.append("mean episode return: [" + ", ".join(_fmt(float(curve[i].get("mean_return", 0.0))) for i in idx) + "]")
+    tips = reflection_tips(data)
+    lines.append("Tips:" if tips else "Tips: none of the usual problems (constant or dominating components, no success) were found.")
+    lines.extend(f"- {tip}" for tip in tips)
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- trajectory analysis
+
+
+def _views_and_success(episode: Any) -> tuple[list[Any], bool | None]:
+    """An `EpisodeStats` (views + success) or a bare list of views (success unknown)."""
+    if hasattr(episode, "views"):
+        return list(episode.views), bool(episode.success)
+    return list(episode), None
+
+
+def _path(view: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        view = getattr(view, part, None)
+        if view is None:
+            return None
+    return view
+
+
+def _has(view: Any, dotted: str) -> bool:
+    return _path(view, dotted) is not None
+
+
+def _series(views: list[Any], dotted: str) -> np.ndarray:
+    return np.array([np.asarray(_path(v, dotted), dtype=float) for v in views])
+
+
+def _distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.linalg.norm(a - b, axis=-1)
+
+
+def _wrap(angle: float) -> float:
+    return (angle + math.pi) % (2 * math.pi) - math.pi
+
+
+def _gripper_closed(views: list[Any]) -> np.ndarray | None:
+    """Per step: fingers clearly closer together than at the start (either gripper convention)."""
+    for field in ("robot.gripper_openness", "robot.gripper_width"):
+        if _has(views[0], field):
+            values = _series(views, field)
+            return values < 0.8 * values[0] if values[0] > 0 else np.zeros(len(values), dtype=bool)
+    return None
+
+
+def _manipulation_facts(views: list[Any]) -> dict[str, float | bool]:
+    first = views[0]
+    facts: dict[str, float | bool] = {}
+    ee = _series(views, "robot.ee_position") if _has(first, "robot.ee_position") else None
+    goal = _series(views, "goal_position") if _has(first, "goal_position") else None
+    if ee is not None and goal is not None:
+        d = _distance(ee, goal)
+        facts.update(gripper_goal_start=d[0], gripper_goal_min=d.min(), gripper_goal_final=d[-1])
+    for key, field in (("object", "obj"), ("object2", "obj2")):
+        if not _has(first, f"{field}.position"):
+            continue
+        obj = _series(views, f"{field}.position")
+        if ee is not None:
+            near = _distance(ee, obj)
+            facts.update({f"gripper_{key}_min": near.min(), f"gripper_{key}_final": near[-1]})
+            closed = _gripper_closed(views)
+            if closed is not None:
+                facts[f"{key}_grasped"] = bool(np.any(closed & (near < NEAR_M)))
+        shift = _distance(obj, obj[0])
+        rise = obj[:, 2] - obj[0, 2]
+        floor = float(first.table_height) if _has(first, "table_height") else float(obj[0, 2])
+        facts.update(
+            {
+                f"{key}_max_displacement": shift.max(),
+                f"{key}_final_displacement": shift[-1],
+                f"{key}_moved": bool(shift.max() > MOVED_M),
+                f"{key}_max_rise": rise.max(),
+                f"{key}_lifted": bool(rise.max() > LIFTED_M),
+                f"{key}_fell": bool(obj[:, 2].min() < floor - FELL_M),
+            }
+        )
+        if goal is not None:
+            d = _distance(obj, goal)
+            facts.update({f"{key}_goal_start": d[0], f"{key}_goal_min": d.min(), f"{key}_goal_final": d[-1]})
+    return facts
+
+
+def _locomotion_facts(views: list[Any]) -> dict[str, float | bool]:
+    first = views[0]
+    pos = _series(views, "torso.position")
+    dt = float(getattr(first, "dt", 0.0)) or 1.0
+    duration = max(len(views) - 1, 1) * dt
+    facts: dict[str, float | bool] = {
+        "forward_distance": pos[-1, 0] - pos[0, 0],
+        "sideways_distance": pos[-1, 1] - pos[0, 1],
+        "mean_forward_speed": (pos[-1, 0] - pos[0, 0]) / duration,
+        "height_start": pos[0, 2],
+        "height_min": pos[:, 2].min(),
+        "height_max": pos[:, 2].max(),
+        "height_final": pos[-1, 2],
+    }
+    if _has(first, "torso.pitch"):
+        pitch = _series(views, "torso.pitch")
+        rotation = pitch[-1] - pitch[0]
+        facts.update(pitch_rotation=rotation, pitch_turns=rotation / (2 * math.pi), pitch_max=pitch.max(), pitch_min=pitch.min())
+        facts["fell"] = bool(pos[-1, 2] < 0.5 * pos[0, 2] or abs(_wrap(float(pitch[-1]))) > math.pi / 2)
+    if _has(first, "torso.up_vector"):
+        up = _series(views, "torso.up_vector")[:, 2]
+        facts.update(upright_min=up.min(), upright_final=up[-1])
+        facts["fell"] = bool(up.min() < 0.3)
+        facts["upside_down_at_end"] = bool(up[-1] < 0.0)
+    if _has(first, "foot_positions"):
+        feet = _series(views, "foot_positions")
+        if feet.ndim == 3 and feet.shape[1] == len(ANT_LEGS):
+            for i, leg in enumerate(ANT_LEGS):
+                facts[f"foot_{leg}_max_height"] = feet[:, i, 2].max()
+                facts[f"foot_{leg}_mean_height"] = feet[:, i, 2].mean()
+    return facts
+
+
+def episode_facts(views: Sequence[Any]) -> dict[str, float | bool]:
+    """Named numbers (metres, m/s, rad) and yes/no facts about one rollout, by what its views hold."""
+    views = list(views)
+    if not views:
+        return {}
+    facts: dict[str, float | bool] = {"steps": float(len(views) - 1)}
+    if _has(views[0], "torso.position"):
+        facts.update(_locomotion_facts(views))
+    elif _has(views[0], "robot"):
+        facts.update(_manipulation_facts(views))
+    return {k: (v if isinstance(v, bool) else float(v)) for k, v in facts.items()}
+
+
+LABELS: dict[str, str] = {
+    "steps": "episode length (steps)",
+    "gripper_goal_start": "gripper-to-goal distance at the start (m)",
+    "gripper_goal_min": "closest gripper-to-goal distance (m)",
+    "gripper_goal_final": "gripper-to-goal distance at the end (m)",
+    "gripper_object_min": "closest gripper-to-object distance (m)",
+    "gripper_object_final": "gripper-to-object distance at the end (m)",
+    "object_max_displacement": "largest object displacement from its start (m)",
+    "object_final_displacement": "object displacement at the end (m)",
+    "object_max_rise": "largest object height gain (m)",
+    "object_goal_start": "object-to-goal distance at the start (m)",
+    "object_goal_min": "closest object-to-goal distance (m)",
+    "object_goal_final": "object-to-goal distance at the end (m)",
+    "object_moved": f"object moved (> {MOVED_M * 100:.0f} cm)",
+    "object_lifted": f"object lifted (> {LIFTED_M * 100:.1f} cm above its start)",
+    "object_grasped": "object grasped (gripper closed within 4 cm of it)",
+    "object_fell": "object fell (more than 5 cm below the table or its start)",
+    "forward_distance": "distance travelled forward, +x (m)",
+    "sideways_distance": "distance travelled sideways, +y (m)",
+    "mean_forward_speed": "mean forward speed (m/s)",
+    "height_start": "torso height at the start (m)",
+    "height_min": "lowest torso height (m)",
+    "height_max": "highest torso height (m)",
+    "height_final": "torso height at the end (m)",
+    "pitch_rotation": "total pitch rotation, + forward (rad)",
+    "pitch_turns": "total pitch rotation (turns)",
+    "pitch_max": "largest pitch (rad)",
+    "pitch_min": "smallest pitch (rad)",
+    "upright_min": "lowest uprightness (up-vector z; 1 upright, -1 upside down)",
+    "upright_final": "uprightness at the end",
+    "fell": "fell or tipped over",
+    "upside_down_at_end": "upside down at the end",
+}
+
+
+def _label(key: str) -> str:
+    if key in LABELS:
+        return LABELS[key]
+    if key.startswith("object2_") or key.startswith("gripper_object2_"):
+        return _label(key.replace("object2", "object")).replace("object", "second object")
+    if key.startswith("foot_"):  # foot_<leg>_<max|mean>_height
+        leg, kind, _ = key[len("foot_"):].rsplit("_", 2)
+        return f"{leg.replace('_', '-')} foot {kind} height (m)"
+    return key.replace("_", " ")
+
+
+def _collect(task: Task, episodes: Sequence[Any], successes: Sequence[bool] | None) -> tuple[list[dict[str, Any]], list[bool | None]]:
+    facts, flags = [], []
+    for i, episode in enumerate(episodes):
+        views, success = _views_and_success(episode)
+        if successes is not None and i < len(successes):
+            success = bool(successes[i])
+        facts.append(episode_facts(views))
+        flags.append(success)
+    return facts, flags
+
+
+def _aggregate(facts: list[dict[str, Any]], key: str) -> tuple[list[float], list[bool]]:
+    values = [f[key] for f in facts if key in f]
+    return [v for v in values if not isinstance(v, bool)], [v for v in values if isinstance(v, bool)]
+
+
+def trajectory_analysis(task: Task, episodes: Sequence[Any], successes: Sequence[bool] | None = None) -> str:
+    """What the rollouts did, in numbers: one line per quantity, averaged over episodes.
+
+    `episodes`: `EpisodeStats` from `run_episode(..., record_views=True)` (their success is used),
+    or lists of views with `successes` given beside them.
+    """
+    facts, flags = _collect(task, episodes, successes)
+    if not facts or not any(facts):
+        return f"Trajectory analysis: no recorded rollouts of {task.id}."
+    n = len(facts)
+    lines = [f"Trajectory analysis of {n} evaluation rollout{'s' if n != 1 else ''} of {task.id}:"]
+    if all(f is not None for f in flags):
+        lines.append(
+            f"task success: {sum(bool(f) for f in flags)} of {n} episodes ("
+            + ", ".join("yes" if f else "no" for f in flags) + f"); success test: {task.success_doc}"
+        )
+    else:
+        lines.append("task success: not recorded for these rollouts")
+    keys: list[str] = []
+    for f in facts:
+        keys.extend(k for k in f if k not in keys)
+    for key in keys:
+        numbers, booleans = _aggregate(facts, key)
+        if booleans:
+            lines.append(f"{_label(key)}: {sum(booleans)} of {len(booleans)} episodes")
+        elif numbers:
+            mean = float(np.mean(numbers))
+            text = f"{_label(key)}: {mean:.3f}"
+            if len(numbers) > 1:
+                text += f" on average (min {min(numbers):.3f}, max {max(numbers):.3f})"
+            lines.append(text)
+    return "\n".join(lines)
+
+
+def _mean(facts: list[dict[str, Any]], key: str) -> float | None:
+    numbers, _ = _aggregate(facts, key)
+    return float(np.mean(numbers)) if numbers else None
+
+
+def _count(facts: list[dict[str, Any]], key: str) -> int:
+    return sum(_aggregate(facts, key)[1])
+
+
+def _cm(value: float) -> str:
+    return f"{value * 100:.1f} cm"
+
+
+def describe_behaviour(task: Task, episodes: Sequence[Any], successes: Sequence[bool] | None = None) -> str:
+    """A short plain-English paragraph of what the robot did (for people, and the human-feedback prompt)."""
+    facts, flags = _collect(task, episodes, successes)
+    if not facts or not any(facts):
+        return "No rollouts were recorded, so there is nothing to describe."
+    n = len(facts)
+    episodes_word = f"{n} episode{'s' if n != 1 else ''}"
+    parts: list[str] = []
+    if all(f is not None for f in flags):
+        wins = sum(bool(f) for f in flags)
+        parts.append(f"Over {episodes_word} the robot completed the task in {wins}.")
+    else:
+        parts.append(f"Over {episodes_word} (success not recorded):")
+    if "forward_distance" in facts[0]:
+        forward, speed = _mean(facts, "forward_distance"), _mean(facts, "mean_forward_speed")
+        sentence = f"It travelled {forward:.2f} m forward on average ({speed:.2f} m/s)"
+        side = _mean(facts, "sideways_distance")
+        if side is not None and abs(side) > 0.05:
+            sentence += f" and {side:.2f} m sideways"
+        parts.append(sentence + ".")
+        low, high = min(f["height_min"] for f in facts), max(f["height_max"] for f in facts)
+        parts.append(f"Its torso stayed between {low:.2f} and {high:.2f} m high.")
+        turns = _mean(facts, "pitch_turns")
+        if turns is not None and abs(turns) >= 0.1:
+            direction = "forward" if turns > 0 else "backward"
+            parts.append(f"The torso rotated {abs(turns):.2f} turns {direction} on average.")
+        fell = _count(facts, "fell")
+        parts.append(f"It fell or tipped over in {fell} of {n}." if fell else "It never fell or tipped over.")
+        if "foot_front_left_max_height" in facts[0]:
+            highest = max(ANT_LEGS, key=lambda leg: _mean(facts, f"foot_{leg}_max_height") or 0.0)
+            parts.append(
+                f"The highest foot was the {highest.replace('_', '-')} one, up to "
+                f"{_mean(facts, f'foot_{highest}_max_height'):.2f} m on average."
+            )
+    else:
+        if "gripper_object_min" in facts[0]:
+            parts.append(
+                f"The gripper came within {_cm(_mean(facts, 'gripper_object_min'))} of the object on average "
+                f"and ended {_cm(_mean(facts, 'gripper_object_final'))} from it."
+            )
+            moved, lifted = _count(facts, "object_moved"), _count(facts, "object_lifted")
+            grasped, fell = _count(facts, "object_grasped"), _count(facts, "object_fell")
+            parts.append(
+                f"The object moved in {moved} of {n} (by up to {_cm(max(f['object_max_displacement'] for f in facts))}), "
+                f"was grasped in {grasped}, lifted in {lifted} and fell in {fell}."
+            )
+            if "object_goal_start" in facts[0]:
+                parts.append(
+                    f"It started {_cm(_mean(facts, 'object_goal_start'))} from the goal and ended "
+                    f"{_cm(_mean(facts, 'object_goal_final'))} from it on average."
+                )
+        if "gripper_goal_start" in facts[0]:
+            parts.append(
+                f"The gripper started {_cm(_mean(facts, 'gripper_goal_start'))} from the goal, came within "
+                f"{_cm(_mean(facts, 'gripper_goal_min'))} and ended {_cm(_mean(facts, 'gripper_goal_final'))} away."
+            )
+    return " ".join(parts)
+
+
+def build_feedback_text(task: Task, train_result: Any, episodes: Sequence[Any] | None = None, successes: Sequence[bool] | None = None) -> str:
+    """The whole automatic feedback: reward reflection, then trajectory analysis and a summary."""
+    parts = [reward_reflection(train_result)]
+    if episodes:
+        parts.append(trajectory_analysis(task, episodes, successes))
+        parts.append("In words: " + describe_behaviour(task, episodes, successes))
+    return "\n\n".join(parts)
