@@ -77,6 +77,7 @@ class RecordedRequest:
     method: str
     path: str
     headers: dict[str, str]
+    """Lower-case header names."""
     body: Any
     """Parsed JSON when the body was JSON, else the raw text (None when empty)."""
 
@@ -146,7 +147,9 @@ class OpenAITestServer:
         httpd.daemon_threads = True
         httpd.block_on_close = False  # a handler still sleeping in a Delay must not hold up stop()
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, name="openai-test-server", daemon=True)
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, name="openai-test-server", daemon=True
+        )
         self._thread.start()
         self._timer = threading.Timer(self.lifetime, self.stop)
         self._timer.daemon = True
@@ -162,6 +165,10 @@ class OpenAITestServer:
         if httpd is not None:
             httpd.shutdown()
             httpd.server_close()
+
+    def wait_stopped(self, timeout: float | None = None) -> bool:
+        """True once the server has stopped (by `stop`, the context manager or its lifetime)."""
+        return self._stopping.wait(timeout)
 
     def __enter__(self) -> "OpenAITestServer":
         return self.start()
@@ -233,6 +240,10 @@ def _choice_text(source: TextSource, body: dict, index: int) -> str:
     return source
 
 
+def _lower(headers: Any) -> dict[str, str]:
+    return {name.lower(): value for name, value in headers.items()}
+
+
 def _error_body(status: int, message: str | None) -> dict:
     return {
         "error": {
@@ -276,7 +287,7 @@ def _make_handler(owner: OpenAITestServer) -> type[BaseHTTPRequestHandler]:
             return False
 
         def do_GET(self) -> None:  # noqa: N802 - http.server naming
-            owner._record(RecordedRequest("GET", self.path, dict(self.headers), None))
+            owner._record(RecordedRequest("GET", self.path, _lower(self.headers), None))
             if not self._authorised():
                 return
             if self.path.rstrip("/").endswith("/models"):
@@ -292,7 +303,7 @@ def _make_handler(owner: OpenAITestServer) -> type[BaseHTTPRequestHandler]:
                 body: Any = json.loads(raw) if raw else None
             except json.JSONDecodeError:
                 body = raw
-            owner._record(RecordedRequest("POST", self.path, dict(self.headers), body))
+            owner._record(RecordedRequest("POST", self.path, _lower(self.headers), body))
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 self._send_json(404, _error_body(404, f"no route {self.path}"))
                 return

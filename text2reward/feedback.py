@@ -96,12 +96,14 @@ def reflection_tips(train_result: Any) -> list[str]:
                 f"'{name}' was {_fmt(s['mean'])} at every training step ({why}): a (nearly) constant component "
                 "cannot guide learning; make it depend on the state, rescale it, or remove it."
             )
-    if len(stats) >= 2:
-        for name, s in stats.items():
-            if s["share"] > DOMINANCE:
-                others = ", ".join(f"'{o}'" for o in stats if o != name)
+    varying = {name: abs(s["mean"]) for name, s in stats.items() if not _is_constant(s)}  # constants: flagged above
+    magnitude = sum(varying.values())
+    if len(varying) >= 2 and magnitude > 0:
+        for name, size in varying.items():
+            if size / magnitude > DOMINANCE:
+                others = ", ".join(f"'{o}'" for o in varying if o != name)
                 tips.append(
-                    f"'{name}' makes up {s['share']:.0%} of the summed magnitude of all components: it drowns "
+                    f"'{name}' makes up {size / magnitude:.0%} of the summed magnitude of the components: it drowns "
                     f"{others}; scale it down or scale the others up so each stage matters."
                 )
     successes = [float(p.get("success_rate", 0.0)) for p in curve]
@@ -250,15 +252,16 @@ def _locomotion_facts(views: list[Any]) -> dict[str, float | bool]:
     pos = _series(views, "torso.position")
     dt = float(getattr(first, "dt", 0.0)) or 1.0
     duration = max(len(views) - 1, 1) * dt
-    facts: dict[str, float | bool] = {
-        "forward_distance": pos[-1, 0] - pos[0, 0],
-        "sideways_distance": pos[-1, 1] - pos[0, 1],
+    facts: dict[str, float | bool] = {"forward_distance": pos[-1, 0] - pos[0, 0]}
+    if np.ptp(pos[:, 1]) > 1e-9:  # planar robots never leave y = 0
+        facts["sideways_distance"] = pos[-1, 1] - pos[0, 1]
+    facts.update({
         "mean_forward_speed": (pos[-1, 0] - pos[0, 0]) / duration,
         "height_start": pos[0, 2],
         "height_min": pos[:, 2].min(),
         "height_max": pos[:, 2].max(),
         "height_final": pos[-1, 2],
-    }
+    })
     if _has(first, "torso.pitch"):
         pitch = _series(views, "torso.pitch")
         rotation = pitch[-1] - pitch[0]
@@ -293,6 +296,7 @@ def episode_facts(views: Sequence[Any]) -> dict[str, float | bool]:
 
 LABELS: dict[str, str] = {
     "steps": "episode length (steps)",
+    "ended_early": "episode ended before the time limit (the environment terminated it)",
     "gripper_goal_start": "gripper-to-goal distance at the start (m)",
     "gripper_goal_min": "closest gripper-to-goal distance (m)",
     "gripper_goal_final": "gripper-to-goal distance at the end (m)",
@@ -343,7 +347,10 @@ def _collect(task: Task, episodes: Sequence[Any], successes: Sequence[bool] | No
         views, success = _views_and_success(episode)
         if successes is not None and i < len(successes):
             success = bool(successes[i])
-        facts.append(episode_facts(views))
+        episode = episode_facts(views)
+        if episode:
+            episode["ended_early"] = episode["steps"] < task.max_episode_steps
+        facts.append(episode)
         flags.append(success)
     return facts, flags
 
@@ -376,13 +383,15 @@ def trajectory_analysis(task: Task, episodes: Sequence[Any], successes: Sequence
         keys.extend(k for k in f if k not in keys)
     for key in keys:
         numbers, booleans = _aggregate(facts, key)
+        if key == "ended_early" and not any(booleans):
+            continue  # every episode ran to the time limit: nothing to say
         if booleans:
             lines.append(f"{_label(key)}: {sum(booleans)} of {len(booleans)} episodes")
         elif numbers:
-            mean = float(np.mean(numbers))
-            text = f"{_label(key)}: {mean:.3f}"
+            digits = 0 if all(float(v).is_integer() for v in numbers) else 3
+            text = f"{_label(key)}: {np.mean(numbers):.{digits}f}"
             if len(numbers) > 1:
-                text += f" on average (min {min(numbers):.3f}, max {max(numbers):.3f})"
+                text += f" on average (min {min(numbers):.{digits}f}, max {max(numbers):.{digits}f})"
             lines.append(text)
     return "\n".join(lines)
 
@@ -413,6 +422,9 @@ def describe_behaviour(task: Task, episodes: Sequence[Any], successes: Sequence[
         parts.append(f"Over {episodes_word} the robot completed the task in {wins}.")
     else:
         parts.append(f"Over {episodes_word} (success not recorded):")
+    early = _count(facts, "ended_early")
+    if early:
+        parts.append(f"The environment ended {early} of them early, after {_mean(facts, 'steps'):.0f} steps on average.")
     if "forward_distance" in facts[0]:
         forward, speed = _mean(facts, "forward_distance"), _mean(facts, "mean_forward_speed")
         sentence = f"It travelled {forward:.2f} m forward on average ({speed:.2f} m/s)"

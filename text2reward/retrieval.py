@@ -24,7 +24,7 @@ from sim_envs.task import Task
 
 FAMILY_BONUS = 0.1
 """Added to the cosine similarity when the example's task is in the query task's family."""
-VIEW_BONUS = 0.1
+VIEW_BONUS = 0.15
 """Added when the example was written against the same state view class."""
 NOTES_WEIGHT = 0.5
 """Task notes (what `obj` is...) count half as much as the description and the task name."""
@@ -32,7 +32,7 @@ NOTES_WEIGHT = 0.5
 _DOCSTRING_PREFIX = re.compile(r"^\s*Expert reward for\s+(?P<id>\S+?)\s*:\s*(?P<description>.+)$")
 _STOPWORDS = frozenset(
     "a an and are as at be by for from in into is it its of off on onto or out over so that the their "
-    "then this to under up with without while which what when can as v3 v4 v5 make do".split()
+    "then this to under up with without while which what when can as v3 v4 v5 make do does not if than".split()
 )
 
 

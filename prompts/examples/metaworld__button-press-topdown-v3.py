@@ -20,7 +20,7 @@ def tolerance(x, lower, upper, margin, sigmoid="long_tail", value_at_margin=0.1)
     d = (lower - x if x < lower else x - upper) / margin
     if sigmoid == "gaussian":
         return math.exp(-0.5 * (d * math.sqrt(-2 * math.log(value_at_margin))) ** 2)
-    return 1.0 / ((d * math.sqrt(1 / value_at_margin - 1)) ** 2 + 1)  # long tail
+    return float(1.0 / ((d * math.sqrt(1 / value_at_margin - 1)) ** 2 + 1))  # long tail
 
 
 def hamacher_product(a, b):
@@ -32,7 +32,7 @@ def hamacher_product(a, b):
 def compute_dense_reward(self, action):
     button = self.obj.position
     tcp = self.robot.ee_position
-    button_travel = 0.0935 * math.sin(1.57)
+    button_travel = 0.0935 * math.sin(1.57)  # the button's full stroke (its axis is tilted by 1.57 rad)
 
     # Stage 1: reach the button top with a closed gripper (a fist presses better than open fingers).
     tcp_to_button = float(np.linalg.norm(button - tcp))

@@ -2,7 +2,10 @@
 
 Source: MetaWorld 3.1.1, SawyerPickPlaceEnvV3.compute_reward ("v2" reward) with that class's own
 _gripper_caging_reward, rewritten against the SawyerView. Exact: it reproduces MetaWorld's per-step
-reward to floating-point precision.
+reward to floating-point precision. One quirk is kept on purpose: MetaWorld means to scale the
+finger-pad terms by the pads' *starting* positions, but the copies it stores alias the live simulator
+arrays, so in effect it uses the pads' current positions; this rewrite does the same, since that is
+the reward MetaWorld's agents are actually trained on.
 """
 
 import math
@@ -19,7 +22,7 @@ def tolerance(x, lower, upper, margin, sigmoid="long_tail", value_at_margin=0.1)
     d = (lower - x if x < lower else x - upper) / margin
     if sigmoid == "gaussian":
         return math.exp(-0.5 * (d * math.sqrt(-2 * math.log(value_at_margin))) ** 2)
-    return 1.0 / ((d * math.sqrt(1 / value_at_margin - 1)) ** 2 + 1)  # long tail
+    return float(1.0 / ((d * math.sqrt(1 / value_at_margin - 1)) ** 2 + 1))  # long tail
 
 
 def hamacher_product(a, b):
@@ -28,16 +31,17 @@ def hamacher_product(a, b):
     return a * b / denominator if denominator > 0 else 0.0
 
 
-def grasp_reward(action, obj, obj_init, tcp, tcp_init, left_pad, right_pad, left_pad_init, right_pad_init):
+def grasp_reward(action, obj, obj_init, tcp, tcp_init, left_pad, right_pad):
     """How well the fingers surround the puck, and whether they close on it (0 to 1)."""
     pad_margin, xz_margin_min, obj_radius = 0.05, 0.005, 0.015
 
     # Sideways (y): the left pad on the puck's +y side and the right pad on its -y side, each
-    # between obj_radius and pad_margin from the centre. Margins come from the pads' start.
+    # between obj_radius and pad_margin from the centre. Each margin is the pad's own distance
+    # from that band, so the score is nearly binary: close to 1 inside the band, small outside.
     left_gap = left_pad[1] - obj[1]
     right_gap = obj[1] - right_pad[1]
-    left_margin = abs(abs(obj[1] - left_pad_init[1]) - pad_margin)
-    right_margin = abs(abs(obj[1] - right_pad_init[1]) - pad_margin)
+    left_margin = abs(abs(left_gap) - pad_margin)
+    right_margin = abs(abs(right_gap) - pad_margin)
     left = tolerance(left_gap, obj_radius, pad_margin, left_margin)
     right = tolerance(right_gap, obj_radius, pad_margin, right_margin)
     caging_y = hamacher_product(left, right)
@@ -66,8 +70,7 @@ def compute_dense_reward(self, action):
 
     # Stage 1: grasp, softly ANDed with placing progress.
     grasp = grasp_reward(action, puck, self.obj.init_position, robot.ee_position, robot.init_ee_position,
-                         robot.left_pad_position, robot.right_pad_position,
-                         robot.init_left_pad_position, robot.init_right_pad_position)
+                         robot.left_pad_position, robot.right_pad_position)
     total = hamacher_product(grasp, in_place)
 
     # Stage 2: the puck held (fingertips on it, gripper not fully shut) and lifted 1 cm off its

@@ -18,7 +18,7 @@ def tolerance(x, lower, upper, margin, sigmoid="long_tail", value_at_margin=0.1)
     d = (lower - x if x < lower else x - upper) / margin
     if sigmoid == "gaussian":
         return math.exp(-0.5 * (d * math.sqrt(-2 * math.log(value_at_margin))) ** 2)
-    return 1.0 / ((d * math.sqrt(1 / value_at_margin - 1)) ** 2 + 1)  # long tail
+    return float(1.0 / ((d * math.sqrt(1 / value_at_margin - 1)) ** 2 + 1))  # long tail
 
 
 def hamacher_product(a, b):

@@ -2,10 +2,12 @@
 
 Source: MetaWorld 3.1.1, SawyerWindowOpenEnvV3.compute_reward ("v2" reward), rewritten against the
 SawyerView. Deliberate simplification: MetaWorld scales its reach term by the distance from the
-gripper's start to the handle's start, but it reads the handle's start from simulator data before
-the new window placement takes effect, so it gets the *previous* episode's handle position. The view
-cannot (and should not) see the previous episode, so this rewrite uses the true start of the handle,
-a fixed offset from the window's placement. Only that reach margin differs; every other term is exact.
+gripper's start to the handle's start, but its reset places the window twice (reset_model runs twice
+per reset) and it reads the handle's start from simulator data that still reflect the first,
+discarded placement, so that margin is measured to a random handle position the episode never shows.
+No state view can expose that, so this rewrite uses the handle's true start, a fixed offset from the
+window's placement (obj.init_position). Only that per-episode reach margin differs; every other term
+is exact (see tests/test_expert_examples.py for the measured correlation).
 """
 
 import math
@@ -24,7 +26,7 @@ def tolerance(x, lower, upper, margin, sigmoid="long_tail", value_at_margin=0.1)
     d = (lower - x if x < lower else x - upper) / margin
     if sigmoid == "gaussian":
         return math.exp(-0.5 * (d * math.sqrt(-2 * math.log(value_at_margin))) ** 2)
-    return 1.0 / ((d * math.sqrt(1 / value_at_margin - 1)) ** 2 + 1)  # long tail
+    return float(1.0 / ((d * math.sqrt(1 / value_at_margin - 1)) ** 2 + 1))  # long tail
 
 
 def hamacher_product(a, b):

@@ -130,8 +130,11 @@ def _canonical(value: Any, files_by_content: bool = False) -> Any:
         return {str(k): _canonical(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_canonical(v, files_by_content) for v in value]
-    if isinstance(value, (str, Path)) and files_by_content and Path(value).is_file():
-        return {"file_sha256": hashlib.sha256(Path(value).read_bytes()).hexdigest()}
+    if isinstance(value, (str, Path)) and files_by_content:
+        try:
+            return {"file_sha256": hashlib.sha256(Path(value).read_bytes()).hexdigest()}
+        except OSError:
+            pass  # not a readable file: key on the name
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     if isinstance(value, Path):
