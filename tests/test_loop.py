@@ -1,0 +1,149 @@
+"""The synthesis loop end to end: real backends (heuristic, and a real OpenAI-protocol server on
+127.0.0.1), real sandbox, real training workers, real files; plus a killed worker and `t2r resume`."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from openai_server import OpenAITestServer, Say
+
+from text2reward.loop import start_run
+from text2reward.store import RunConfig, RunStore, list_runs
+
+TINY = {"learning_starts": 50, "batch_size": 32}
+
+GOOD = '''Here is a reward.
+
+```python
+import numpy as np
+
+def compute_dense_reward(self, action):
+    distance = float(np.linalg.norm(self.robot.ee_position - self.goal_position))
+    reach = float(np.exp(-10.0 * distance))
+    return reach, {"reach": reach}
+```
+'''
+
+BUGGY = '''```python
+import numpy as np
+
+def compute_dense_reward(self, action):
+    gap = self.robot.wrist_camera - self.goal_position
+    return -float(np.linalg.norm(gap)), {"gap": 0.0}
+```'''
+
+NO_FUNCTION = '''```python
+def reward(state):
+    return 0.0
+```'''
+
+PROSE = "I would reward the robot for getting close to the goal, and for not moving too fast."
+
+
+def t2r(*args, **kwargs):
+    return subprocess.run([sys.executable, "-m", "text2reward.cli", *map(str, args)], capture_output=True, text=True, **kwargs)
+
+
+def test_heuristic_run_two_rounds_with_report(tmp_path):
+    config = RunConfig(task_id="fetch/reach", backend="heuristic", rounds=2, samples=2, steps=300, workers=2,
+                       final_seeds=1, eval_freq=150, eval_episodes=2, overrides=TINY, success_threshold=1.01)
+    messages: list[str] = []
+    store = start_run(config, tmp_path, progress=messages.append)
+    state = store.state()
+    assert state["status"] == "finished" and state["rounds_done"] == 2
+    candidates = store.candidates()
+    assert [c["id"] for c in candidates] == ["r0-s0", "r0-s1", "r1-s0", "r1-s1"]
+    assert all(c["status"] == "trained" and c["rule_based"] for c in candidates)
+    assert any("rule-based heuristic backend (no language model)" in m for m in messages)
+    # round 1 was prompted with the best round-0 code and its feedback
+    prompt = store.read_json("rounds/r1/prompt.json")
+    best0 = store.read_json("rounds/r0/summary.json")["best"]
+    best_code = (store.root / store.read_json(f"rounds/r0/{best0.split('-')[1]}/candidate.json")["code_file"]).read_text()
+    user_text = prompt["messages"][-1]["content"]
+    assert best_code.strip().splitlines()[3] in user_text
+    assert "success" in user_text.lower() and prompt["context"]["previous_best_code"] == best_code
+    # every artefact is on disk
+    for c in candidates:
+        directory = store.candidate_dir(c["round"], c["sample"])
+        assert (directory / "training" / "train" / "result.json").is_file()
+        assert (directory / "training" / "feedback.md").read_text().strip()
+        assert (directory / "training" / "rollout.mp4").stat().st_size > 1000
+    final = store.read_json("final/summary.json")
+    assert final["best_candidate"] in {c["id"] for c in candidates}
+    assert len(final["best"]["success_rates"]) == 1
+    assert len(final["expert"]["success_rates"]) == 1
+    report = (store.root / "report.md").read_text()
+    assert "rule-based composer, no language model" in report and "```python" in report
+    assert (store.root / "curves.png").stat().st_size > 1000
+    # the index and the CLI see the run
+    (row,) = list_runs(tmp_path)
+    assert row["run_id"] == store.run_id and row["status"] == "finished" and row["backend"] == "heuristic"
+    shown = t2r("runs", "show", store.run_id, "--runs-dir", tmp_path, check=True).stdout
+    assert "rule-based" in shown and "r0-s0" in shown and "final best" in shown
+
+
+def test_openai_server_loop_feeds_tracebacks_back_and_records_failures(tmp_path):
+    script = [Say([GOOD, BUGGY, NO_FUNCTION, PROSE]), Say(GOOD.replace("10.0", "5.0")), Say(PROSE), Say(PROSE)]
+    with OpenAITestServer(script=script) as server:
+        config = RunConfig(task_id="metaworld/reach-v3", backend="openai", model="test-model", base_url=server.base_url,
+                           rounds=1, samples=4, steps=200, workers=2, final_seeds=0, compare_expert=False,
+                           eval_freq=200, eval_episodes=1, overrides=TINY, video=False, screen_threshold=0.5)
+        os.environ.setdefault("OPENAI_API_KEY", "test-key")
+        store = start_run(config, tmp_path)
+        requests = server.chat_requests
+    statuses = {c["id"]: c["status"] for c in store.candidates()}
+    assert statuses == {"r0-s0": "trained", "r0-s1": "trained", "r0-s2": "no_code", "r0-s3": "no_code"}
+    first = requests[0]
+    assert first["n"] == 4 and "compute_dense_reward" in first["messages"][-1]["content"]
+    fix_requests = [r["messages"][-1]["content"] for r in requests[1:]]
+    assert any("wrist_camera" in text and "AttributeError" in text for text in fix_requests), "traceback must reach the model"
+    buggy = store.read_json("rounds/r0/s1/candidate.json")
+    assert len(buggy["attempts"]) == 2 and buggy["attempts"][1]["validation"]["ok"]
+    assert buggy["screening"]["passed"]
+    prose = store.read_json("rounds/r0/s3/candidate.json")
+    assert "compute_dense_reward" in prose["reason"]
+    assert sum(c["tokens"]["completion"] for c in store.candidates()) > 0
+
+
+def _wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_killed_worker_then_resume_keeps_finished_results(tmp_path):
+    runs = tmp_path / "runs"
+    command = [sys.executable, "-m", "text2reward.cli", "run", "--task", "fetch/reach", "--llm", "heuristic",
+               "--rounds", "1", "--samples", "2", "--workers", "1", "--steps", "600", "--final-seeds", "1",
+               "--no-compare-expert", "--eval-freq", "300", "--eval-episodes", "1",
+               "--hp", "learning_starts=50", "--hp", "batch_size=32", "--runs-dir", str(runs)]
+    main = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        run_dir = _wait_for(lambda: next(iter(runs.glob("*/config.json")), None), 60, "the run directory").parent
+        first_done = _wait_for(lambda: (p := run_dir / "rounds/r0/s0/training/done.json").is_file() and p, 240, "s0 to finish")
+        pid_file = _wait_for(lambda: (p := run_dir / "rounds/r0/s1/training/worker.pid").is_file() and p, 120, "s1's worker")
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        output, _ = main.communicate(timeout=300)
+    finally:
+        if main.poll() is None:
+            main.kill()
+    store = RunStore(run_dir)
+    assert store.state()["status"] == "incomplete", output
+    assert store.read_json("rounds/r0/s1/candidate.json")["status"] == "interrupted"
+    assert "t2r resume" in output
+    kept = first_done.stat().st_mtime_ns, (run_dir / "rounds/r0/s0/candidate.json").read_text()
+
+    resumed = t2r("resume", run_dir.name, "--runs-dir", runs, timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert store.state()["status"] == "finished"
+    assert [c["status"] for c in store.candidates()] == ["trained", "trained"]
+    assert (first_done.stat().st_mtime_ns, (run_dir / "rounds/r0/s0/candidate.json").read_text()) == kept
+    assert json.loads((run_dir / "rounds/r0/s1/training/done.json").read_text())["result"]["steps"] == 600

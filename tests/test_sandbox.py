@@ -1,0 +1,272 @@
+"""The sandbox on good and broken reward programs: real states, real worker processes, no mocks."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from policies.reward_program import ProgramReward
+from policies.task_env import make_task_env
+from sim_envs import get_task
+from sim_envs.errors import RewardProgramError
+from text2reward.sandbox import Limits, SandboxedReward, collect_states, run_reward, static_check, validate
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "prompts" / "examples"
+REACH_CODE = (EXAMPLES / "metaworld__reach-v3.py").read_text()
+
+ANT_CODE = '''
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+
+def compute_dense_reward(self, action):
+    w, x, y, z = self.torso.quaternion
+    tilt = float(Rotation.from_quat([x, y, z, w]).magnitude())
+    forward = float(self.torso.x_velocity)
+    upright = float(self.torso.up_vector[2])
+    control = 0.05 * float(np.square(action).sum())
+    return forward + 0.5 * upright - control - 0.1 * tilt, {"forward": forward, "upright": upright, "control": -control}
+'''
+
+
+def reach_reward(body: str, prelude: str = "") -> str:
+    """A reach reward whose last lines are `body` (with `d`, the gripper-goal distance, in scope)."""
+    lines = "\n".join("    " + line for line in body.strip("\n").splitlines())
+    return (
+        f"import numpy as np\n{prelude}\n\ndef compute_dense_reward(self, action):\n"
+        f"    d = float(np.linalg.norm(self.robot.ee_position - self.goal_position))\n{lines}\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def reach():
+    return get_task("metaworld/reach-v3")
+
+
+@pytest.fixture(scope="module")
+def reach_states(reach):
+    return collect_states(reach)
+
+
+def failed(report) -> set[str]:
+    return {name for name, check in report.checks.items() if check["ok"] is False}
+
+
+# --- collecting states ---
+
+
+def test_collect_states_mixes_random_and_scripted_rollouts(reach, reach_states):
+    assert len(reach_states) == 200
+    assert all(isinstance(view, reach.view_class) and action.shape == (4,) for view, action in reach_states)
+    distances = [np.linalg.norm(v.robot.ee_position - v.goal_position) for v, _ in reach_states]
+    assert min(distances[100:]) < 0.05  # the scripted half reaches the goal
+    assert min(distances[:100]) > 0.05  # random actions do not
+    assert collect_states(reach)[0][0] is reach_states[0][0]  # cached
+    assert len(pickle.dumps(reach_states)) > 0
+
+
+# --- static pass ---
+
+
+def test_static_check_accepts_every_prompt_example():
+    for path in sorted(EXAMPLES.glob("*.py")):
+        assert static_check(path.read_text()) == [], path.name
+
+
+def test_static_messages_say_where_what_and_how():
+    code = "import numpy as np\nimport os\n\ndef compute_dense_reward(self, action):\n    return np.__dict__, open('x')\n"
+    problems = static_check(code)
+    assert any(p.startswith("line 2: import of 'os' is not allowed") and "import only numpy" in p for p in problems)
+    assert any(p.startswith("line 5:") and "'.__dict__'" in p for p in problems)
+    assert any(p.startswith("line 5:") and "'open'" in p for p in problems)
+    assert static_check("def reward(self, action):\n    return 0.0\n") == [
+        "the reward code defines no compute_dense_reward(self, action); add that function at module level"
+    ]
+    assert static_check("def compute_dense_reward(self, action):\n  return (\n")[0].startswith("line ")
+
+
+# --- validation: good programs pass ---
+
+
+def test_expert_reach_reward_validates(reach, reach_states):
+    report = validate(REACH_CODE, reach, reach_states)
+    assert report.ok, report.errors
+    assert report.errors == []
+    assert list(report.checks) == ["static", "runs", "output", "finite_total", "finite_components", "not_constant", "deterministic", "time_per_call"]
+    assert report.checks["time_per_call"]["median_us"] > 0
+    assert report.n_states == 200
+    assert json.loads(json.dumps(report.to_dict()))["ok"] is True
+
+
+def test_ant_reward_with_scipy_validates():
+    task = get_task("ant/forward")
+    report = validate(ANT_CODE, task, collect_states(task, n_random=60, n_scripted=0))
+    assert report.ok, report.errors
+
+
+def test_run_reward_matches_the_trusted_in_process_reward(reach_states):
+    result = run_reward(REACH_CODE, reach_states[:20])
+    trusted = ProgramReward(REACH_CODE)
+    assert result.ok
+    assert len(result.seconds) == 20
+    for (view, action), (total, components) in zip(reach_states[:20], result.outputs):
+        expected_total, expected_components = trusted(view, action, 0.0, False)
+        assert total == expected_total and components == expected_components
+
+
+# --- validation: each check fails when it should ---
+
+
+@pytest.mark.parametrize(
+    "name, code, check",
+    [
+        ("nan_total", reach_reward('return float("nan") if self.episode_step % 2 else d'), "finite_total"),
+        ("inf_component", reach_reward('return -d, {"d": d, "bad": float("inf") if self.episode_step % 3 == 0 else 0.0}'), "finite_components"),
+        ("returns_string", reach_reward('return "far"'), "output"),
+        ("returns_dict_only", reach_reward('return {"d": d}'), "output"),
+        ("constant", reach_reward("return 1.0"), "not_constant"),
+        ("random", reach_reward("return -d + float(np.random.rand())"), "deterministic"),
+        ("hidden_state", reach_reward("calls.append(1)\nreturn -d + len(calls)", "calls = []"), "deterministic"),
+        ("clock", reach_reward("return -d + time.time()", "import time"), "static"),
+        ("raises", reach_reward("return d / 0"), "runs"),
+        ("slow", reach_reward("s = 0.0\nfor i in range(400000):\n    s += i * 1e-12\nreturn -d + s"), "time_per_call"),
+    ],
+)
+def test_each_check_fails_when_it_should(name, code, check, reach, reach_states):
+    report = validate(code, reach, reach_states[::10])
+    assert not report.ok
+    assert check in failed(report)
+    assert report.errors and report.checks[check]["detail"] in report.errors
+    if check in {"runs", "output"}:  # nothing to measure on a run that did not finish
+        assert [c["ok"] for c in list(report.checks.values())[3:]] == [None] * 5
+
+
+def test_static_failure_skips_the_run(reach):
+    report = validate("import os\ndef compute_dense_reward(self, action):\n    return 0.0\n", reach, [])
+    assert failed(report) == {"static"}
+    assert {c["ok"] for name, c in report.checks.items() if name != "static"} == {None}
+    assert report.errors[0].startswith("line 1: import of 'os'")
+
+
+# --- trimmed tracebacks ---
+
+
+def test_traceback_keeps_only_reward_frames(reach_states):
+    code = (
+        "import numpy as np\n\n"
+        "def distance(a, b):\n"
+        "    return np.linalg.norm(a - b, ord='sideways')\n\n"
+        "def compute_dense_reward(self, action):\n"
+        "    return -distance(self.robot.ee_position, self.goal_position)\n"
+    )
+    result = run_reward(code, reach_states[:3])
+    assert result.error_kind == "exception" and result.failed_index == 0
+    lines = result.error.splitlines()
+    assert lines[0] == "Traceback (most recent call last, reward code only):"
+    assert lines[1:5] == [
+        "  line 7, in compute_dense_reward",
+        "    return -distance(self.robot.ee_position, self.goal_position)",
+        "  line 4, in distance",
+        "    return np.linalg.norm(a - b, ord='sideways')",
+    ]
+    assert lines[-1].startswith("ValueError: ")
+    assert "File " not in result.error and "site-packages" not in result.error and "worker" not in result.error
+
+
+def test_deep_recursion_traceback_is_short(reach_states):
+    code = "def f(n):\n    return f(n + 1)\n\ndef compute_dense_reward(self, action):\n    return f(0)\n"
+    result = run_reward(code, reach_states[:1])
+    assert "earlier frames" in result.error and result.error.endswith("RecursionError: maximum recursion depth exceeded")
+    assert len(result.error.splitlines()) < 40
+
+
+# --- SandboxedReward: training workers ---
+
+
+def test_sandboxed_reward_in_a_task_env_matches_the_trusted_reward(reach):
+    actions = np.random.default_rng(0).uniform(-1, 1, size=(6, 4))
+    with SandboxedReward(REACH_CODE, "reach") as sandboxed:
+        isolated_env = make_task_env(reach, sandboxed, seed=3)
+        trusted_env = make_task_env(reach, ProgramReward(REACH_CODE), seed=3)
+        isolated_env.reset(seed=3)
+        trusted_env.reset(seed=3)
+        for action in actions:
+            _, isolated, *_, info = isolated_env.step(action)
+            _, trusted, *_, trusted_info = trusted_env.step(action)
+            assert isolated == trusted
+            assert info["reward_components"] == trusted_info["reward_components"]
+        pid = sandboxed._worker.pid
+        assert sandboxed.isolation
+        isolated_env.close()
+        trusted_env.close()
+    assert not Path(f"/proc/{pid}").exists()  # closed on leaving the block
+
+
+def test_sandboxed_reward_raises_the_trimmed_traceback(reach):
+    code = reach_reward("if self.episode_step >= 3:\n    raise ValueError('too far: %.2f' % d)\nreturn -d")
+    sandboxed = SandboxedReward(code, "flaky")
+    env = make_task_env(reach, sandboxed, seed=0)
+    env.reset(seed=0)
+    env.step(np.zeros(4))
+    env.step(np.zeros(4))
+    with pytest.raises(RewardProgramError) as caught:
+        env.step(np.zeros(4))
+    message = str(caught.value)
+    assert "reward program 'flaky' failed" in message and "line 7, in compute_dense_reward" in message
+    assert message.splitlines()[-1].startswith("ValueError: too far:")
+    env.close()
+    sandboxed.close()
+
+
+def test_sandboxed_reward_stops_a_hung_call_and_reports_start_errors(reach, reach_states):
+    view, action = reach_states[0]
+    hung = SandboxedReward(reach_reward("while True:\n    pass"), "hung", Limits(call_seconds=1.0))
+    with pytest.raises(RewardProgramError, match="did not finish within the time limit"):
+        hung(view, action, 0.0, False)
+    assert hung._worker is None
+    broken = SandboxedReward("import numpy as np\nx = 1 / 0\ndef compute_dense_reward(self, action):\n    return 0.0\n", "broken")
+    with pytest.raises(RewardProgramError, match="(?s)could not start.*line 2, in <module>.*ZeroDivisionError"):
+        broken(view, action, 0.0, False)
+
+
+def test_sandboxed_reward_pickles_without_its_process(reach_states):
+    view, action = reach_states[0]
+    original = SandboxedReward(REACH_CODE, "reach")
+    expected = original(view, action, 0.0, False)
+    copy = pickle.loads(pickle.dumps(original))
+    assert copy._worker is None and copy.name == "reach"
+    assert copy(view, action, 0.0, False) == expected
+    assert copy._worker.pid != original._worker.pid
+    original.close()
+    copy.close()
+
+
+def test_sandboxed_reward_inside_sb3_dummy_vec_env(reach):
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    rewards = [SandboxedReward(REACH_CODE, f"reach-{i}") for i in range(2)]
+    vec = DummyVecEnv([lambda r=r: make_task_env(reach, r, seed=0) for r in rewards])
+    vec.reset()
+    for _ in range(5):
+        _, reward, _, infos = vec.step(np.zeros((2, 4)))
+        assert np.all(np.isfinite(reward)) and "reach" in infos[0]["reward_components"]
+    assert len({r._worker.pid for r in rewards}) == 2  # one worker per env
+    vec.close()
+    for r in rewards:
+        r.close()
+
+
+def test_serve_mode_is_locked_down_too(reach_states, tmp_path):
+    view, action = reach_states[0]
+    target = tmp_path / "written"
+    code = reach_reward(f"np.save({str(target)!r}, np.zeros(1))\nreturn -d")
+    with SandboxedReward(code, "writer", Limits(bubblewrap=False)) as sandboxed:
+        with pytest.raises(RewardProgramError, match="blocked 'open'"):
+            sandboxed(view, action, 0.0, False)
+    assert not any(tmp_path.iterdir())
+    assert os.path.isdir(tmp_path)

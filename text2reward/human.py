@@ -1,0 +1,76 @@
+"""Human feedback on a run: a critique of one candidate, or a best/worst choice among a round's.
+
+Why one function for the CLI and the dashboard: both must store the same event (who, when, what,
+which round it produces) and extend the run by one round that the loop prompts from that event.
+"""
+
+from __future__ import annotations
+
+import getpass
+from dataclasses import asdict
+from typing import Any
+
+from sim_envs.errors import ConfigError
+from text2reward.store import RunStore
+
+MAX_TEXT = 4000
+
+
+def _candidate(store: RunStore, candidate_id: str) -> dict[str, Any]:
+    try:
+        round_part, sample_part = candidate_id.split("-")
+        path = f"rounds/{round_part}/{sample_part}/candidate.json"
+    except ValueError:
+        path = ""
+    record = store.read_json(path) if path else None
+    if record is None:
+        raise ConfigError(f"run {store.run_id} has no candidate {candidate_id!r}; ids look like r0-s1 (see `t2r runs show {store.run_id}`)")
+    if record["status"] != "trained":
+        raise ConfigError(f"candidate {candidate_id} was not trained ({record['status']}); give feedback on a trained candidate")
+    return record
+
+
+def _clean_text(text: str | None, required: bool) -> str:
+    text = (text or "").strip()
+    if required and not text:
+        raise ConfigError("the critique is empty; say what the robot did wrong, e.g. --text \"it pushes the block past the goal\"")
+    if len(text) > MAX_TEXT:
+        raise ConfigError(f"the critique is {len(text)} characters; keep it under {MAX_TEXT}")
+    return text
+
+
+def submit_feedback(
+    store: RunStore,
+    *,
+    candidate: str | None = None,
+    text: str | None = None,
+    best: str | None = None,
+    worst: str | None = None,
+    author: str | None = None,
+    source: str = "cli",
+) -> dict[str, Any]:
+    """Record the event and add the round it will produce; `t2r resume` (or the dashboard) runs it."""
+    if store.state().get("status") == "running":
+        raise ConfigError(f"run {store.run_id} is still running; give feedback when it has finished or stopped")
+    if best or worst:
+        if not (best and worst) or best == worst:
+            raise ConfigError("a preference needs two different candidates: --best r0-s0 --worst r0-s1")
+        _candidate(store, best), _candidate(store, worst)
+        event: dict[str, Any] = {"type": "preference", "best": best, "worst": worst, "text": _clean_text(text, required=False)}
+    elif candidate:
+        _candidate(store, candidate)
+        event = {"type": "critique", "candidate": candidate, "text": _clean_text(text, required=True)}
+    else:
+        raise ConfigError("say what to give feedback on: --candidate r0-s0 --text \"...\", or --best r0-s0 --worst r0-s1")
+    config = store.config()
+    next_round = max([c["round"] for c in store.candidates()] + [-1]) + 1
+    pending = [e for e in store.events() if e.get("for_round", -1) >= next_round]
+    if pending:
+        raise ConfigError(f"feedback for round {next_round} is already waiting; run `t2r resume {store.run_id}` first")
+    event.update(author=author or getpass.getuser(), source=source, for_round=next_round)
+    stored = store.add_event(event)
+    if config.rounds < next_round + 1:
+        config.rounds = next_round + 1
+        store.write_json("config.json", asdict(config))
+    store.set_state(status="feedback_pending")
+    return stored

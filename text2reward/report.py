@@ -1,0 +1,128 @@
+"""A run's written report: `report.md` with the best code, per-round results, learning curves (PNG),
+the final comparison with the expert reward, and links to rollout videos.
+
+Why markdown + PNG: readable in any editor, on GitHub, and convertible; the dashboard renders richer views.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from text2reward.store import RunStore
+
+HEURISTIC_LABEL = "heuristic (rule-based composer, no language model)"
+
+
+def _plot_curves(store: RunStore, candidates: list[dict[str, Any]], final: dict[str, Any]) -> Path | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    trained = [c for c in candidates if c["status"] == "trained"]
+    if not trained:
+        return None
+    panels = 2 if any(isinstance(final.get(k), dict) for k in ("best", "expert")) else 1
+    fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 4), squeeze=False)
+    ax = axes[0][0]
+    for c in trained:
+        curve = c["training"]["curve"]
+        ax.plot([p["steps"] for p in curve], [p["success_rate"] for p in curve], marker="o", label=c["id"])
+    ax.set(title="candidates: success rate", xlabel="env steps", ylabel="success rate", ylim=(-0.05, 1.05))
+    ax.legend(fontsize=8)
+    if panels == 2:
+        ax = axes[0][1]
+        for kind, style in (("best", "-"), ("expert", "--")):
+            for i, curve in enumerate((final.get(kind) if isinstance(final.get(kind), dict) else {}).get("curves", [])):
+                ax.plot([p["steps"] for p in curve], [p["success_rate"] for p in curve], style,
+                        color="tab:blue" if kind == "best" else "tab:gray", label=kind if i == 0 else None)
+        ax.set(title="final: best reward vs expert, over seeds", xlabel="env steps", ylim=(-0.05, 1.05))
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = store.root / "curves.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def _plot_components(store: RunStore, best: dict[str, Any]) -> Path | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    history = (best.get("training_result") or {}).get("components") or []
+    names = sorted({name for entry in history for name in entry["components"]})
+    if not names:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name in names:
+        points = [(e["steps"], e["components"][name]["mean"]) for e in history if name in e["components"]]
+        ax.plot(*zip(*points), marker=".", label=name)
+    ax.set(title=f"{best['id']}: reward components (mean per window)", xlabel="env steps")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = store.root / "components.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def _fmt(value: Any) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def write_report(store: RunStore) -> Path:
+    config, state = store.config(), store.state()
+    candidates = store.candidates()
+    final = store.read_json("final/summary.json") or {}
+    from text2reward.loop import best_candidate
+
+    best = best_candidate(candidates)
+    backend = HEURISTIC_LABEL if config.backend == "heuristic" else f"{config.backend} ({config.model or 'pasted replies'})"
+    lines = [
+        f"# text2reward run {store.run_id}",
+        "",
+        f"- task: `{config.task_id}`",
+        f"- reward author: {backend}",
+        f"- rounds x samples: {config.rounds} x {config.samples}; training budget {config.steps or 'task default'} steps; workers {config.workers}",
+        f"- tokens: {sum(c['tokens']['prompt'] for c in candidates)} prompt, {sum(c['tokens']['completion'] for c in candidates)} completion",
+        "",
+        "## Candidates",
+        "",
+        "| candidate | status | success | best success during training | note |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for c in candidates:
+        training = c.get("training") or {}
+        note = (c.get("reason") or "").splitlines()[0][:100] if c.get("reason") else ""
+        lines.append(f"| {c['id']} | {c['status']} | {_fmt(training.get('success_rate'))} | {_fmt(training.get('best_success_rate'))} | {note} |")
+    curves = _plot_curves(store, candidates, final)
+    if curves:
+        lines += ["", "## Learning curves", "", f"![success rate]({curves.name})"]
+    if best:
+        components = _plot_components(store, best)
+        code = (store.root / best["code_file"]).read_text()
+        lines += ["", f"## Best reward: {best['id']} (success {best['training']['success_rate']:.2f})", ""]
+        if best.get("rule_based"):
+            lines.append("*Composed by the rule-based heuristic backend, not by a language model.*\n")
+        lines += ["```python", code.rstrip(), "```"]
+        if components:
+            lines += ["", f"![reward components]({components.name})"]
+        if best.get("video_file"):
+            lines += ["", f"Rollout video: [{best['video_file']}]({best['video_file']})"]
+        if best.get("feedback_file"):
+            lines += ["", "### What the trained policy did", "", (store.root / best["feedback_file"]).read_text().strip()]
+    if final.get("best_candidate"):
+        lines += ["", "## Final comparison (re-trained from scratch on new seeds)", "", "| reward | success per seed | mean | std |", "| --- | --- | --- | --- |"]
+        for kind in ("best", "expert"):
+            entry = final.get(kind)
+            if isinstance(entry, dict):
+                rates = ", ".join(f"{r:.2f}" for r in entry["success_rates"]) or "-"
+                lines.append(f"| {kind} | {rates} | {_fmt(entry['mean'])} | {_fmt(entry['std'])} |")
+    elif final:
+        lines += ["", f"No final comparison: {final.get('reason', '')}"]
+    path = store.root / "report.md"
+    store.write_text("report.md", "\n".join(lines) + "\n")
+    return path

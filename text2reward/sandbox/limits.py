@@ -1,0 +1,35 @@
+"""Resource limits for sandboxed reward code, in one place so the CLI and config can override them."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one reward process may use.
+
+    The defaults fit a 2-core laptop under load: importing numpy, scipy and the view classes takes
+    about 100 MB of address space and up to a few seconds of wall time when the machine is busy.
+    """
+
+    memory_mb: int = 1024
+    """RLIMIT_AS of the worker: address space, so a huge allocation fails with MemoryError."""
+    cpu_seconds: int = 30
+    """RLIMIT_CPU of a validation worker (soft == hard: the kernel kills it). Training workers run
+    for hours, so they rely on `call_seconds` instead."""
+    wall_seconds: float = 60.0
+    """Whole validation run, or a training worker's start-up, before the parent kills it."""
+    call_seconds: float = 5.0
+    """One reward call of a training worker (pipe round trip included) before the parent kills it."""
+    open_files: int = 16
+    """RLIMIT_NOFILE once untrusted code runs (the audit hook blocks opening files anyway)."""
+    max_call_us: float = 2000.0
+    """Validation fails when the median reward call takes longer: at ~1,000-2,000 env steps/s
+    (FACTS), a 2 ms reward would halve training throughput. Typical numpy rewards take ~8 us."""
+    bubblewrap: bool | None = None
+    """None: use bubblewrap when it works on this machine; True: require it; False: never."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

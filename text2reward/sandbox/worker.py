@@ -1,0 +1,392 @@
+"""The isolated process that runs untrusted reward code: `python -m text2reward.sandbox.worker CONFIG`.
+
+Two modes share one lock-down sequence:
+- `serve`: one long-lived process per training env, answering one reward call per frame;
+- `zygote`: a trusted process that has imported numpy and the views once and forks a fresh child
+  per validation request (a fork costs milliseconds, a fresh interpreter ~0.3 s). Children read
+  their request from memory inherited at the fork, answer on their own pipe, and are killed by the
+  zygote at the request's wall-clock limit.
+
+The lock-down, in order, in the process that will run the untrusted code:
+1. resource limits: address space, CPU seconds, no file writes (RLIMIT_FSIZE 0), no core dumps;
+2. trusted imports are already done: numpy, math, the view classes, allowed modules the code names;
+3. root dropped when the parent asks, RLIMIT_NPROC 0 (no fork, no thread), few open files, and
+   `_posixsubprocess.fork_exec`, the one process-spawning call CPython does not audit, removed;
+4. an audit hook that denies every audited event (open, socket, subprocess, os.system/exec/fork/
+   kill, ctypes, import, compile, exec, gc introspection, setrlimit, ...) except reading special
+   attributes, unpickling the parent's views, and the single exec of the reward module itself.
+   The hook keeps no switch that reachable code could flip;
+5. the reward module runs with restricted builtins whose `__import__` hands out loaded allowed
+   modules only. fds 0 and 1 point at /dev/null; replies go out as JSON on a private pipe.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import pickle
+import resource
+import signal
+import sys
+import time
+
+from text2reward.sandbox.channel import ChannelClosed, ChannelTimeout, MAX_REPLY_BYTES, frame, read_frame, write_all
+
+FILENAME = "<reward>"
+MAX_COMPONENTS = 64
+MAX_NAME_CHARS = 64
+MAX_TRACE_FRAMES = 12
+MAX_MESSAGE_CHARS = 600
+
+
+def main(argv: list[str]) -> int:
+    config = json.loads(argv[1])
+    if config["mode"] == "zygote":
+        return _zygote()
+    return _serve(config)
+
+
+# --- modes ---
+
+
+def _serve(config: dict) -> int:
+    """A training worker: limits first, then imports, lock-down, and one reply per request frame."""
+    _apply_limits(config)
+    proto_in, proto_out = _claim_stdio()
+    hello = pickle.loads(read_frame(proto_in))
+    modules = _import_trusted(hello["code"], hello["modules"])
+    program = _load(hello, modules, config)
+    if isinstance(program, dict):
+        _send(proto_out, program)
+        return 0
+    _send(proto_out, {"ready": True})
+    while True:
+        try:
+            blob = read_frame(proto_in)
+        except ChannelClosed:
+            return 0
+        try:
+            _send(proto_out, program(*pickle.loads(blob)))
+        except BaseException as exc:  # untrusted code: every failure is feedback
+            _send(proto_out, {"error": format_error(exc, hello["code"]), "kind": _kind(exc)})
+
+
+def _zygote() -> int:
+    """Fork one child per request; report how it ended, then relay its reply frame untouched."""
+    proto_in, proto_out = _claim_stdio()
+    _import_trusted("", [])
+    while True:
+        try:
+            request = pickle.loads(read_frame(proto_in))
+        except ChannelClosed:
+            return 0
+        try:
+            modules = _import_trusted(request["code"], request["modules"])
+        except Exception as exc:  # e.g. a view class that cannot be imported here
+            _send(proto_out, {"reply": False, "detail": f"the sandbox could not import the views: {type(exc).__name__}: {exc}"})
+            continue
+        gc.freeze()  # the child's collections then skip the zygote's objects: no copy-on-write storm
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(read_end)
+                _batch_child(request, modules, write_end)
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        status, reply = _wait_for_child(pid, read_end, float(request["wall_seconds"]))
+        os.close(read_end)
+        _send(proto_out, status)
+        if reply is not None:
+            write_all(proto_out, frame(reply))
+
+
+def _batch_child(request: dict, modules: dict, out: int) -> None:
+    """In the forked child: shed the zygote's pipes, lock down, run every sample `repeats` times."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.closerange(3, out)
+    os.closerange(out + 1, 1 << 16)
+    _apply_limits(request)
+    samples = [pickle.loads(blob) for blob in request["samples"]]  # once, before lock-down: views are read-only
+    program = _load(request, modules, request)
+    if isinstance(program, dict):
+        _send(out, program)
+        return
+    passes: list[list] = []
+    for repeat in range(request["repeats"]):
+        outputs: list = []
+        for index, (view, action) in enumerate(samples):
+            try:
+                outputs.append(program(view, action))
+            except BaseException as exc:  # untrusted code: every failure is feedback
+                _send(out, {"error": format_error(exc, request["code"]), "kind": _kind(exc), "index": index, "repeat": repeat})
+                return
+        passes.append(outputs)
+    _send(out, {"passes": passes})
+
+
+def _wait_for_child(pid: int, fd: int, seconds: float) -> tuple[dict, bytes | None]:
+    """The child's reply frame and how it ended; kill it at the deadline or once it has answered."""
+    reply, timed_out = None, False
+    try:
+        reply = read_frame(fd, time.monotonic() + seconds, MAX_REPLY_BYTES)
+    except ChannelTimeout:
+        timed_out = True
+    except ChannelClosed:
+        pass
+    status = _reap(pid, grace=0.0 if timed_out else 1.0)
+    return {"reply": reply is not None, "timeout": timed_out, **status}, reply
+
+
+def _reap(pid: int, grace: float) -> dict:
+    deadline = time.monotonic() + grace
+    while True:
+        done, code = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() >= deadline:
+            os.kill(pid, signal.SIGKILL)  # our own child, by its id
+            _, code = os.waitpid(pid, 0)
+            break
+        time.sleep(0.002)
+    if os.WIFSIGNALED(code):
+        return {"signal": os.WTERMSIG(code), "exit": None}
+    return {"signal": None, "exit": os.WEXITSTATUS(code)}
+
+
+# --- lock-down ---
+
+
+def _apply_limits(config: dict) -> None:
+    """Memory, CPU and file-size limits; CPU soft == hard, so the kernel kills rather than warns."""
+    memory = int(config["memory_bytes"])
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    if config.get("cpu_seconds"):
+        seconds = int(config["cpu_seconds"])
+        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing
+
+
+def _claim_stdio() -> tuple[int, int]:
+    """Keep private copies of the protocol pipes and point fds 0 and 1 at /dev/null."""
+    proto_in, proto_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    return proto_in, proto_out
+
+
+def _import_trusted(code: str, view_modules: list[str]) -> dict:
+    """Import numpy, math, the views' modules, and the allowed modules the code names; return the latter."""
+    import ast
+    import importlib
+    import warnings
+
+    import numpy
+
+    import policies.reward_program  # noqa: F401 - normalise_output, imported before lock-down
+    from text2reward.sandbox.static import ALLOWED_MODULES
+
+    for name in view_modules:
+        importlib.import_module(name)
+    wanted = {"numpy", "numpy.linalg", "numpy.random", "numpy.fft", "numpy.polynomial", "math"}
+    try:
+        for node in ast.walk(ast.parse(code)):
+            if isinstance(node, ast.Import):
+                wanted.update(a.name for a in node.names if a.name in ALLOWED_MODULES)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                wanted.update(name for name in names if name in ALLOWED_MODULES)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        pass  # compile() reports it
+    warnings.simplefilter("ignore")
+    numpy.seterr(all="ignore")
+    return {name: importlib.import_module(name) for name in sorted(wanted)}
+
+
+def _load(hello: dict, modules: dict, config: dict):
+    """Compile, lock down, run the module body: the reward caller, or an error reply."""
+    from policies.reward_program import normalise_output
+
+    code = hello["code"]
+    try:
+        compiled = compile(code, FILENAME, "exec")
+    except SyntaxError as exc:
+        return {"error": f"line {exc.lineno}: SyntaxError: {exc.msg}", "kind": "load"}
+    except (ValueError, MemoryError, RecursionError) as exc:
+        return {"error": f"the code cannot be compiled: {type(exc).__name__}: {exc}", "kind": "load"}
+    namespace = _namespace(modules)
+    roots = frozenset({name.split(".")[0] for name in hello["modules"]} | {"numpy", "sim_envs"})
+    _lock_down(config, hello.get("drop_to_uid"))
+    _install_audit_hook(compiled, roots)
+    try:
+        exec(compiled, namespace)
+        entry = namespace.get("compute_dense_reward")
+        if not callable(entry):
+            raise NameError("the code defines no compute_dense_reward(self, action); add it at module level")
+    except BaseException as exc:  # the module body is untrusted: every failure is feedback
+        return {"error": format_error(exc, code), "kind": "load"}
+
+    def call(view, action) -> list:
+        start = time.perf_counter_ns()
+        total, components = normalise_output(entry(view, action))
+        elapsed = time.perf_counter_ns() - start
+        _check_components(components)
+        return [total, components, elapsed]
+
+    return call
+
+
+SAFE_BUILTINS = (
+    "abs all any bool bytes callable chr complex dict divmod enumerate filter float format frozenset hasattr hash "
+    "int isinstance issubclass iter len list map max min next ord pow print range repr reversed round set slice "
+    "sorted str sum tuple zip ArithmeticError AssertionError AttributeError Exception FloatingPointError IndexError "
+    "KeyError LookupError NameError NotImplementedError OverflowError RuntimeError StopIteration TypeError "
+    "ValueError ZeroDivisionError Ellipsis NotImplemented False True None"
+).split()
+
+
+def _namespace(modules: dict) -> dict:
+    """The reward module's globals: safe builtins and an `__import__` for loaded allowed modules only."""
+    import builtins
+
+    from text2reward.sandbox.static import ALLOWED_TEXT
+
+    roots = {name.partition(".")[0] for name in modules} - {"math"}
+
+    def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
+        # numpy's C code imports its own loaded helpers (numpy._core._methods for .sum()) through
+        # the calling frame's __import__, so loaded submodules of an allowed package pass too.
+        known = name in modules or (fromlist and all(f"{name}.{item}" in modules for item in fromlist))
+        known = known or (name.partition(".")[0] in roots and name in sys.modules)
+        if level or not known:
+            raise ImportError(f"import of '{name}' is not allowed in reward code; import only {ALLOWED_TEXT}")
+        if fromlist:
+            return modules[name] if name in modules else sys.modules[name]
+        return sys.modules[name.partition(".")[0]]
+
+    safe = {name: getattr(builtins, name) for name in SAFE_BUILTINS}
+    safe["__import__"] = guarded_import
+    return {"__builtins__": safe, "__name__": "reward"}
+
+
+def _lock_down(config: dict, drop_to_uid: int | None) -> None:
+    """After the last trusted import: no root, no new processes, few files."""
+    if drop_to_uid is not None:
+        os.setgroups([])
+        os.setgid(drop_to_uid)
+        os.setuid(drop_to_uid)
+        if os.getuid() != drop_to_uid or os.geteuid() != drop_to_uid:
+            raise SystemExit("could not drop root privileges")
+    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))  # counts the user's processes: no fork, no thread
+    files = int(config["open_files"])
+    resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
+    spawner = sys.modules.get("_posixsubprocess")
+    if spawner is not None and hasattr(spawner, "fork_exec"):
+        del spawner.fork_exec  # CPython raises no audit event for it; nothing here needs it any more
+
+
+HARMLESS_EVENTS = frozenset(
+    {
+        "object.__getattr__",  # reading special attributes: format_error walks traceback frames
+        "builtins.id",  # numpy's array printing keys its recursion guard on id()
+    }
+)
+
+
+def _install_audit_hook(reward_module, pickle_roots: frozenset) -> None:
+    """Deny every audited event but the harmless ones, unpickling the views, and the reward module's exec."""
+    pending = [reward_module]
+
+    def audit(event: str, args: tuple) -> None:
+        if event in HARMLESS_EVENTS:
+            return
+        if event == "pickle.find_class" and str(args[0]).partition(".")[0] in pickle_roots:
+            return
+        if event == "exec" and pending and args[0] is pending[0]:
+            pending.clear()
+            return
+        raise PermissionError(
+            f"the sandbox blocked '{event}': reward code may only compute with numpy and math on `self` and `action` "
+            "(no files, processes, network, imports beyond numpy/math/scipy.spatial.transform, or introspection)"
+        )
+
+    sys.addaudithook(audit)
+
+
+# --- replies ---
+
+
+def _send(fd: int, message: object) -> None:
+    write_all(fd, frame(json.dumps(message).encode()))
+
+
+def _check_components(components: dict) -> None:
+    from sim_envs.errors import RewardProgramError
+
+    if len(components) > MAX_COMPONENTS:
+        raise RewardProgramError(f"the reward returns {len(components)} components; return at most {MAX_COMPONENTS} named terms")
+    for name in components:
+        if len(name) > MAX_NAME_CHARS:
+            raise RewardProgramError(f"component name {name[:20]!r}... is {len(name)} characters; use short names (at most {MAX_NAME_CHARS})")
+
+
+def _kind(exc: BaseException) -> str:
+    """'output' when the return value broke the contract, 'exception' when the code raised."""
+    from sim_envs.errors import RewardProgramError
+
+    return "output" if type(exc) is RewardProgramError else "exception"
+
+
+def format_error(exc: BaseException, code: str) -> str:
+    """The traceback trimmed to frames inside the reward code, plus the exception line.
+
+    This text goes back to the model as feedback, so the sandbox's own frames are noise."""
+    lines = code.splitlines()
+    frames: list[str] = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frame_code = tb.tb_frame.f_code
+        if frame_code.co_filename == FILENAME:
+            text = f"  line {tb.tb_lineno}, in {frame_code.co_name}"
+            if 0 < tb.tb_lineno <= len(lines):
+                text += "\n    " + lines[tb.tb_lineno - 1].strip()[:200]
+            frames.append(text)
+        tb = tb.tb_next
+    try:
+        detail = str(exc)
+    except BaseException:  # a broken __str__ is still an error to report
+        detail = "(the exception message could not be printed)"
+    if len(detail) > MAX_MESSAGE_CHARS:
+        detail = detail[:MAX_MESSAGE_CHARS] + f"... ({len(detail):,} characters)"
+    out = []
+    if frames:
+        out.append("Traceback (most recent call last, reward code only):")
+        if len(frames) > MAX_TRACE_FRAMES:
+            out.append(f"  ... {len(frames) - MAX_TRACE_FRAMES} earlier frames ...")
+        out.extend(frames[-MAX_TRACE_FRAMES:])
+    out.append(f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__)
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    try:
+        status = main(sys.argv)
+    except BaseException as exc:  # report and leave; never run interpreter shutdown under the hook
+        try:
+            sys.stderr.write(f"sandbox worker failed: {type(exc).__name__}: {exc}\n")
+            sys.stderr.flush()
+        except BaseException:
+            pass
+        os._exit(2)
+    try:
+        sys.stderr.flush()
+    finally:
+        os._exit(status or 0)

@@ -1,0 +1,216 @@
+"""The run store: `runs/<run-id>/` holds every artefact; `runs/index.sqlite` lists and compares runs.
+
+Why files plus an index: files are what a person opens (code, prompts, videos) and what survives a
+crash (each written atomically, so a file either exists whole or not at all); SQLite answers "which
+runs, how good, how costly" without walking directories. The directory is the source of truth; the
+index is rebuilt from it at any time.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from contextlib import closing
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from policies.io import write_json_atomic, write_text_atomic
+from sim_envs.errors import ConfigError
+
+INDEX_FILE = "index.sqlite"
+DEFAULT_RUNS_DIR = Path("runs")
+
+
+@dataclass
+class RunConfig:
+    """Everything that defines a run; stored as config.json and reused verbatim by `t2r resume`."""
+
+    task_id: str
+    backend: str = "heuristic"
+    model: str | None = None
+    base_url: str | None = None
+    reply_files: list[str] = field(default_factory=list)
+    rounds: int = 2
+    samples: int = 2
+    steps: int | None = None
+    workers: int = 2
+    seed: int = 0
+    few_shot: int = 0
+    temperature: float = 1.0
+    vision: bool = False
+    screen: bool = True
+    screen_threshold: float = 0.7
+    fix_attempts: int = 1
+    success_threshold: float = 0.9
+    eval_episodes: int | None = None
+    eval_freq: int | None = None
+    final_seeds: int = 2
+    compare_expert: bool = True
+    device: str = "auto"
+    video: bool = True
+    task_file: str | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        for name in ("rounds", "samples", "workers"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name} must be at least 1, got {getattr(self, name)}")
+        if self.steps is not None and self.steps < 1:
+            raise ConfigError(f"--steps must be positive, got {self.steps}")
+        if self.backend == "openai" and not self.model:
+            raise ConfigError("the openai backend needs --model (e.g. --model gpt-4o or your server's model name)")
+
+
+def new_run_id(task_id: str) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{task_id.replace('/', '-')}-{uuid.uuid4().hex[:6]}"
+
+
+class RunStore:
+    """One run directory. Paths are derived, never stored, so a moved run still opens."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    @property
+    def run_id(self) -> str:
+        return self.root.name
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.root.parent
+
+    # --- creation and lookup -------------------------------------------------------------
+    @classmethod
+    def create(cls, runs_dir: Path, config: RunConfig) -> RunStore:
+        store = cls(Path(runs_dir) / new_run_id(config.task_id))
+        store.root.mkdir(parents=True, exist_ok=False)
+        write_json_atomic(store.root / "config.json", asdict(config))
+        store.set_state(status="running", round=0)
+        return store
+
+    @classmethod
+    def open(cls, runs_dir: Path, run_id: str) -> RunStore:
+        root = Path(runs_dir) / run_id
+        if not (root / "config.json").is_file():
+            raise ConfigError(f"no run {run_id!r} in {runs_dir}; list runs with `t2r runs --runs-dir {runs_dir}`")
+        return cls(root)
+
+    def config(self) -> RunConfig:
+        return RunConfig(**json.loads((self.root / "config.json").read_text()))
+
+    # --- run state ------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        return self.read_json("state.json") or {}
+
+    def set_state(self, **changes: Any) -> dict[str, Any]:
+        state = {**self.state(), **changes, "updated": time.time()}
+        write_json_atomic(self.root / "state.json", state)
+        return state
+
+    # --- paths ------------------------------------------------------------------------------
+    def round_dir(self, round_index: int) -> Path:
+        return self.root / "rounds" / f"r{round_index}"
+
+    def candidate_dir(self, round_index: int, sample: int) -> Path:
+        return self.round_dir(round_index) / f"s{sample}"
+
+    # --- generic atomic I/O -----------------------------------------------------------------
+    def read_json(self, relative: str | Path) -> Any:
+        path = self.root / relative
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    def write_json(self, relative: str | Path, data: Any) -> Path:
+        return write_json_atomic(self.root / relative, data)
+
+    def write_text(self, relative: str | Path, text: str) -> Path:
+        return write_text_atomic(self.root / relative, text)
+
+    def relative(self, path: Path) -> str:
+        return str(Path(path).relative_to(self.root))
+
+    # --- candidates ----------------------------------------------------------------------------
+    def candidates(self, round_index: int | None = None) -> list[dict[str, Any]]:
+        """Every candidate.json, in (round, sample) order."""
+        pattern = f"rounds/r{round_index}/s*/candidate.json" if round_index is not None else "rounds/r*/s*/candidate.json"
+        found = [json.loads(p.read_text()) for p in self.root.glob(pattern)]
+        return sorted(found, key=lambda c: (c["round"], c["sample"]))
+
+    # --- human feedback events (who, when, what, which round it produced) -------------------
+    def add_event(self, event: dict[str, Any]) -> dict[str, Any]:
+        events = self.events()
+        event = {"id": len(events), "time": time.time(), **event}
+        self.write_json("events.json", [*events, event])
+        return event
+
+    def events(self) -> list[dict[str, Any]]:
+        return self.read_json("events.json") or []
+
+    def update_event(self, event_id: int, **changes: Any) -> None:
+        events = self.events()
+        events[event_id].update(changes)
+        self.write_json("events.json", events)
+
+
+# --- the SQLite index ------------------------------------------------------------------------------
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    task_id TEXT, backend TEXT, model TEXT, status TEXT,
+    rounds_done INTEGER, best_success REAL, best_candidate TEXT,
+    prompt_tokens INTEGER, completion_tokens INTEGER,
+    wall_seconds REAL, created REAL, updated REAL, path TEXT
+)
+"""
+
+
+def index_run(store: RunStore) -> dict[str, Any]:
+    """Write (or refresh) the run's row in `<runs_dir>/index.sqlite` from its files."""
+    config, state = store.config(), store.state()
+    candidates = store.candidates()
+    row = {
+        "run_id": store.run_id,
+        "task_id": config.task_id,
+        "backend": config.backend,
+        "model": config.model or ("rule-based" if config.backend == "heuristic" else config.backend),
+        "status": state.get("status", "unknown"),
+        "rounds_done": state.get("rounds_done", 0),
+        "best_success": state.get("best_success"),
+        "best_candidate": state.get("best"),
+        "prompt_tokens": sum(c.get("tokens", {}).get("prompt", 0) for c in candidates),
+        "completion_tokens": sum(c.get("tokens", {}).get("completion", 0) for c in candidates),
+        "wall_seconds": state.get("wall_seconds", 0.0),
+        "created": state.get("created", (store.root / "config.json").stat().st_mtime),
+        "updated": state.get("updated"),
+        "path": str(store.root),
+    }
+    with closing(sqlite3.connect(store.runs_dir / INDEX_FILE, timeout=30)) as db, db:
+        db.execute(_SCHEMA)
+        db.execute(
+            f"INSERT OR REPLACE INTO runs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+            list(row.values()),
+        )
+    return row
+
+
+def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
+    """Rows of the index, newest first; runs whose directory exists but whose row is missing are indexed."""
+    runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():
+        return []
+    for config_path in runs_dir.glob("*/config.json"):
+        store = RunStore(config_path.parent)
+        with closing(sqlite3.connect(runs_dir / INDEX_FILE, timeout=30)) as db:
+            db.execute(_SCHEMA)
+            known = db.execute("SELECT 1 FROM runs WHERE run_id = ?", (store.run_id,)).fetchone()
+        if not known:
+            index_run(store)
+    with closing(sqlite3.connect(runs_dir / INDEX_FILE, timeout=30)) as db:
+        db.row_factory = sqlite3.Row
+        db.execute(_SCHEMA)
+        rows = db.execute("SELECT * FROM runs ORDER BY created DESC").fetchall()
+    return [dict(r) for r in rows if Path(r["path"]).is_dir()]

@@ -1,0 +1,123 @@
+"""A training worker: `python -m text2reward.worker JOB.json` trains one reward and analyses it.
+
+Why a process per job: a reward that crashes, a worker that is killed, or a run that is interrupted
+costs only that job; finished jobs are files on disk that nothing rewrites. Model-written rewards run
+in the sandbox's isolated reward process (`SandboxedReward`), never in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from policies.io import write_json_atomic, write_text_atomic
+
+JOB_FILE = "job.json"
+DONE_FILE = "done.json"
+ERROR_FILE = "error.json"
+PID_FILE = "worker.pid"
+
+
+@dataclass
+class TrainJob:
+    """One training job; written to `<out_dir>/job.json` by the loop."""
+
+    task_id: str
+    out_dir: str
+    reward: str  # "expert", "sparse" or "code"
+    code_path: str | None = None
+    steps: int | None = None
+    seed: int = 0
+    device: str = "auto"
+    eval_freq: int | None = None
+    eval_episodes: int | None = None
+    stop_at_success: float | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    task_file: str | None = None
+    analysis_episodes: int = 3
+    video: bool = False
+
+    def write(self) -> Path:
+        return write_json_atomic(Path(self.out_dir) / JOB_FILE, asdict(self))
+
+
+def run_job(job: TrainJob) -> dict[str, Any]:
+    """Train, then analyse the trained policy's behaviour; returns the done record."""
+    from policies.evaluate import evaluate, model_actor
+    from policies.reward_program import reward_from_spec
+    from policies.task_env import make_task_env
+    from policies.train import TrainConfig, train
+    from sim_envs import get_task, load_task_file
+    from text2reward.feedback import build_feedback_text, describe_behaviour
+
+    if job.task_file:
+        load_task_file(job.task_file)
+    task = get_task(job.task_id)
+    out = Path(job.out_dir)
+    reward_fn = None
+    if job.reward == "code":
+        from text2reward.sandbox import SandboxedReward
+
+        reward_fn = SandboxedReward(Path(job.code_path).read_text(), name="candidate")
+    else:
+        reward_fn = reward_from_spec(job.reward) if job.reward in ("expert", "sparse") else None
+    config = TrainConfig(
+        task_id=job.task_id, out_dir=out / "train", reward=job.reward, steps=job.steps, seed=job.seed,
+        device=job.device, eval_freq=job.eval_freq, eval_episodes=job.eval_episodes,
+        stop_at_success=job.stop_at_success, overrides=dict(job.overrides),
+    )
+    try:
+        result = train(config, reward_fn=reward_fn)
+        record: dict[str, Any] = {"result": result.to_dict()}
+        if job.analysis_episodes > 0:
+            from policies.train import load_policy
+
+            model, _ = load_policy(out / "train")
+            env = make_task_env(task, reward_fn, seed=job.seed + 20_000)
+            try:
+                episodes = evaluate(env, model_actor(model), job.analysis_episodes, seed=job.seed + 20_000, record_views=True)
+            finally:
+                env.close()
+            views = [e.views for e in episodes.episodes]
+            successes = [e.success for e in episodes.episodes]
+            record["feedback_text"] = build_feedback_text(task, result.to_dict(), views, successes)
+            record["behaviour_text"] = describe_behaviour(task, views, successes)
+            write_text_atomic(out / "feedback.md", record["feedback_text"])
+        if job.video:
+            from policies.train import load_policy
+            from policies.video import record_video
+
+            model, _ = load_policy(out / "train")
+            info = record_video(task, model_actor(model), out / "rollout.mp4", episodes=1, seed=job.seed + 30_000, size=256)
+            record["video"] = info
+    finally:
+        close = getattr(reward_fn, "close", None)
+        if close is not None:
+            close()
+    write_json_atomic(out / DONE_FILE, record)
+    return record
+
+
+def main(argv: list[str]) -> int:
+    job_path = Path(argv[0])
+    job = TrainJob(**json.loads(job_path.read_text()))
+    out = Path(job.out_dir)
+    write_text_atomic(out / PID_FILE, str(os.getpid()))
+    try:
+        run_job(job)
+    except Exception as exc:  # recorded for the loop, which marks the candidate failed with this reason
+        from sim_envs.errors import Text2RewardError
+
+        reason = str(exc) if isinstance(exc, Text2RewardError) else f"{type(exc).__name__}: {exc}"
+        write_json_atomic(out / ERROR_FILE, {"reason": reason, "traceback": traceback.format_exc()[-4000:]})
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

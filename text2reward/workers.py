@@ -1,0 +1,94 @@
+"""Run training jobs in W parallel worker processes (local pool), surviving crashes and kills.
+
+Why subprocesses rather than a multiprocessing pool: each job's outcome is decided from files
+(`done.json` or `error.json`) and the exit status, so a killed worker is noticed, named, and costs
+only its own job; a rerun (`t2r resume`) skips every job that has `done.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from text2reward.worker import DONE_FILE, ERROR_FILE, JOB_FILE, TrainJob
+
+
+@dataclass
+class JobOutcome:
+    job: TrainJob
+    ok: bool
+    record: dict[str, Any] | None
+    reason: str | None
+    interrupted: bool = False
+    """True when the worker died without reporting (killed): the job is retried on resume."""
+
+
+def job_done(out_dir: str | Path) -> dict[str, Any] | None:
+    path = Path(out_dir) / DONE_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _outcome(job: TrainJob, returncode: int) -> JobOutcome:
+    out = Path(job.out_dir)
+    record = job_done(out)
+    if record is not None:
+        return JobOutcome(job, True, record, None)
+    error = out / ERROR_FILE
+    if error.is_file():
+        return JobOutcome(job, False, None, json.loads(error.read_text())["reason"])
+    how = f"killed by signal {-returncode}" if returncode < 0 else f"exited with status {returncode}"
+    return JobOutcome(job, False, None, f"training worker {how} before finishing; `t2r resume` retrains it", interrupted=True)
+
+
+def run_jobs(
+    jobs: list[TrainJob],
+    workers: int,
+    on_done: Callable[[JobOutcome], None] | None = None,
+    log_dir: Path | None = None,
+) -> list[JobOutcome]:
+    """Run jobs, at most `workers` at a time; finished jobs (done.json present) are not rerun."""
+    outcomes: dict[int, JobOutcome] = {}
+    pending = list(enumerate(jobs))
+    running: dict[int, subprocess.Popen] = {}
+    logs: dict[int, Any] = {}
+    try:
+        while pending or running:
+            while pending and len(running) < workers:
+                index, job = pending.pop(0)
+                record = job_done(job.out_dir)
+                if record is not None:
+                    outcomes[index] = JobOutcome(job, True, record, None)
+                    if on_done:
+                        on_done(outcomes[index])
+                    continue
+                Path(job.out_dir).mkdir(parents=True, exist_ok=True)
+                (Path(job.out_dir) / ERROR_FILE).unlink(missing_ok=True)
+                job.write()
+                log = open(Path(job.out_dir) / "worker.log", "w")  # noqa: SIM115 (closed below)
+                logs[index] = log
+                running[index] = subprocess.Popen(
+                    [sys.executable, "-m", "text2reward.worker", str(Path(job.out_dir) / JOB_FILE)],
+                    stdout=log, stderr=subprocess.STDOUT,
+                )
+            for index, process in list(running.items()):
+                code = process.poll()
+                if code is None:
+                    continue
+                del running[index]
+                logs.pop(index).close()
+                outcomes[index] = _outcome(jobs[index], code)
+                if on_done:
+                    on_done(outcomes[index])
+            time.sleep(0.2)
+    finally:
+        for process in running.values():
+            process.kill()
+        for log in logs.values():
+            log.close()
+    return [outcomes[i] for i in range(len(jobs))]
