@@ -117,7 +117,7 @@ def test_analysis_of_a_scripted_metaworld_rollout(drawer_episodes):
     end = float(re.search(r"object-to-goal distance at the end \(m\): ([\d.]+)", text).group(1))
     assert end < start - 0.05  # the drawer was pushed towards its closed position
     words = describe_behaviour(task, episodes)
-    assert words.startswith("Over 1 episode the robot completed the task in 1.") and "moved in 1 of 1" in words
+    assert words.startswith("Over 1 episode the robot completed the task in 1 of them.") and "moved in 1 of 1" in words
 
 
 def test_analysis_of_a_robot_that_did_nothing(drawer_episodes):

@@ -378,6 +378,38 @@ def feedback(
 
 @app.command()
 @friendly
+def dashboard(
+    runs_dir: Annotated[Path, typer.Option("--runs", "--runs-dir", help="where runs live (with index.sqlite)")] = Path("runs"),
+    host: Annotated[str, typer.Option(help="interface to bind; the default keeps the dashboard on this machine")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port")] = 8765,
+) -> None:
+    """Serve the run dashboard: watch rollouts, compare rewards, critique or pick, refine (Ctrl-C stops it)."""
+    from text2reward.dashboard import serve
+
+    serve(runs_dir, host=host, port=port)
+
+
+@app.command()
+@friendly
+def report(
+    run_id: Annotated[str, typer.Argument(help="the run to report on")],
+    runs_dir: RunsDirOption = Path("runs"),
+    html: Annotated[bool, typer.Option("--html", help="also write a self-contained report.html")] = False,
+) -> None:
+    """(Re)write a run's report.md; with --html also a self-contained report.html (plots, code, small videos inside)."""
+    from text2reward.report import write_report
+    from text2reward.store import RunStore
+
+    store = RunStore.open(runs_dir, run_id)
+    console.print(f"wrote {write_report(store)}")
+    if html:
+        from text2reward.html_report import export_html
+
+        console.print(f"wrote {export_html(store)}")
+
+
+@app.command()
+@friendly
 def demo(
     runs_dir: RunsDirOption = Path("runs"),
     task: Annotated[str, typer.Option(help="a task that learns in minutes on 2 cores")] = "fetch/reach",

@@ -419,7 +419,7 @@ def describe_behaviour(task: Task, episodes: Sequence[Any], successes: Sequence[
     parts: list[str] = []
     if all(f is not None for f in flags):
         wins = sum(bool(f) for f in flags)
-        parts.append(f"Over {episodes_word} the robot completed the task in {wins}.")
+        parts.append(f"Over {episodes_word} the robot completed the task in {wins} of them.")
     else:
         parts.append(f"Over {episodes_word} (success not recorded):")
     early = _count(facts, "ended_early")

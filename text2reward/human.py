@@ -33,7 +33,7 @@ def _candidate(store: RunStore, candidate_id: str) -> dict[str, Any]:
 def _clean_text(text: str | None, required: bool) -> str:
     text = (text or "").strip()
     if required and not text:
-        raise ConfigError("the critique is empty; say what the robot did wrong, e.g. --text \"it pushes the block past the goal\"")
+        raise ConfigError("the critique is empty; say what the robot did wrong, e.g. 'it pushes the block past the goal'")
     if len(text) > MAX_TEXT:
         raise ConfigError(f"the critique is {len(text)} characters; keep it under {MAX_TEXT}")
     return text
@@ -54,14 +54,14 @@ def submit_feedback(
         raise ConfigError(f"run {store.run_id} is still running; give feedback when it has finished or stopped")
     if best or worst:
         if not (best and worst) or best == worst:
-            raise ConfigError("a preference needs two different candidates: --best r0-s0 --worst r0-s1")
+            raise ConfigError("a preference needs two different trained candidates, one best and one worst (e.g. best r0-s0, worst r0-s1)")
         _candidate(store, best), _candidate(store, worst)
         event: dict[str, Any] = {"type": "preference", "best": best, "worst": worst, "text": _clean_text(text, required=False)}
     elif candidate:
         _candidate(store, candidate)
         event = {"type": "critique", "candidate": candidate, "text": _clean_text(text, required=True)}
     else:
-        raise ConfigError("say what to give feedback on: --candidate r0-s0 --text \"...\", or --best r0-s0 --worst r0-s1")
+        raise ConfigError("say what the feedback is on: a candidate with a critique, or a best and a worst candidate")
     config = store.config()
     next_round = max([c["round"] for c in store.candidates()] + [-1]) + 1
     pending = [e for e in store.events() if e.get("for_round", -1) >= next_round]

@@ -1,0 +1,407 @@
+"""What a page shows about a run, gathered from the run directory into plain dataclasses.
+
+Why one gathering step shared by the dashboard and the HTML export: both show the same facts, and
+templates stay free of file access. Only `url_for` differs (a served URL, or an embedded data: URL).
+Every file is read through `files.inside`, since artefacts name their own paths.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from markupsafe import Markup
+
+from text2reward.dashboard import code as codeview
+from text2reward.dashboard.files import inside, read_text
+from text2reward.dashboard.plots import Series, line_chart
+from text2reward.loop import best_candidate
+from text2reward.store import RunConfig, RunStore
+
+HEURISTIC_LABEL = "heuristic (rule-based, no language model)"
+LIVE_STATUSES = {"running", "starting"}
+UrlFor = Callable[[str], "str | None"]
+IMAGE_DATA_URL = re.compile(r"^data:image/(png|jpeg|webp);base64,[A-Za-z0-9+/=]+$")
+
+
+def backend_label(backend: str, model: str | None) -> str:
+    if backend == "heuristic":
+        return HEURISTIC_LABEL
+    if backend == "file":
+        return "file (pasted replies)"
+    return backend
+
+
+def model_label(config: RunConfig) -> str:
+    if config.backend == "heuristic":
+        return "rule-based"
+    return config.model or ("pasted replies" if config.backend == "file" else "-")
+
+
+def display_status(state: dict[str, Any], launching: bool) -> str:
+    """The run's status as a person should read it: a launched resume counts as live at once."""
+    status = state.get("status", "unknown")
+    if launching and status != "running":
+        return "starting"
+    return status.replace("_", " ")
+
+
+def format_time(stamp: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
+
+
+def format_duration(seconds: float | None) -> str:
+    if not seconds:
+        return "-"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m" if hours else (f"{minutes}m {secs:02d}s" if minutes else f"{secs}s")
+
+
+# --- views --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class CandidateView:
+    id: str
+    round: int
+    sample: int
+    status: str
+    model: str
+    rule_based: bool
+    tokens: int
+    reason: str = ""
+    code: str = ""
+    code_html: Markup | None = None
+    diff_html: Markup | None = None
+    diff_base: str | None = None
+    diff_same: bool = False
+    replies: list[tuple[str, str]] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    validation_errors: list[str] = field(default_factory=list)
+    screening: dict[str, Any] | None = None
+    training: dict[str, Any] = field(default_factory=dict)
+    success_chart: Markup | None = None
+    components_chart: Markup | None = None
+    behaviour_text: str = ""
+    feedback_text: str = ""
+    video_url: str | None = None
+    round_best: bool = False
+    overall_best: bool = False
+
+    @property
+    def trained(self) -> bool:
+        return self.status == "trained"
+
+    @property
+    def success(self) -> float | None:
+        return self.training.get("success_rate")
+
+
+@dataclass
+class Message:
+    role: str
+    text: str
+    images: list[str] = field(default_factory=list)
+
+
+@dataclass
+class EventView:
+    id: int
+    time: str
+    author: str
+    source: str
+    type: str
+    text: str
+    target: str
+    for_round: int | None
+    produced: bool
+
+
+@dataclass
+class RoundView:
+    index: int
+    candidates: list[CandidateView]
+    messages: list[Message]
+    context: dict[str, Any]
+    event: EventView | None
+    best_id: str | None
+    state: str  # "done", "in progress" or "waiting"
+
+    @property
+    def trained(self) -> list[CandidateView]:
+        return [c for c in self.candidates if c.trained]
+
+    @property
+    def critique(self) -> str:
+        return str(self.context.get("critique") or "")
+
+
+@dataclass
+class FinalRow:
+    label: str
+    rates: list[float]
+    mean: float | None
+    std: float | None
+    failures: list[str]
+
+
+@dataclass
+class FinalView:
+    seeds: list[int]
+    rows: list[FinalRow]
+    chart: Markup | None
+    reason: str = ""
+    best: str | None = None
+
+
+@dataclass
+class RunView:
+    run_id: str
+    config: RunConfig
+    state: dict[str, Any]
+    status: str
+    backend: str
+    model: str
+    rounds: list[RoundView]
+    events: list[EventView]
+    final: FinalView | None
+    overview_chart: Markup | None
+    tokens: int
+    best_id: str | None
+    best_success: float | None
+    launch: dict[str, Any] | None
+    signature: str
+
+    @property
+    def live(self) -> bool:
+        return self.status in LIVE_STATUSES
+
+    @property
+    def accepts_feedback(self) -> bool:
+        return not self.live and self.state.get("status") != "feedback_pending"
+
+    @property
+    def wall_time(self) -> str:
+        return format_duration(self.state.get("wall_seconds"))
+
+    @property
+    def created(self) -> str:
+        return format_time(self.state.get("created"))
+
+
+# --- signature: has anything a page shows changed? -------------------------------------------------------------
+
+SIGNATURE_GLOBS = ("state.json", "events.json", "config.json", "final/summary.json", "dashboard-resume.json",
+                   "rounds/r*/prompt.json", "rounds/r*/summary.json", "rounds/r*/s*/candidate.json")
+
+
+def run_signature(root: Path, launching: bool = False) -> str:
+    """A short hash of the files a run page is drawn from; the page polls it to refresh only on change."""
+    digest = hashlib.sha1(str(launching).encode())
+    for pattern in SIGNATURE_GLOBS:
+        for path in sorted(root.glob(pattern)):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            digest.update(f"{path.relative_to(root)}:{stat.st_mtime_ns}:{stat.st_size};".encode())
+    return digest.hexdigest()[:16]
+
+
+# --- gathering -----------------------------------------------------------------------------------------------
+
+
+def _checks(validation: dict[str, Any] | None) -> tuple[list[Check], list[str]]:
+    if not validation:
+        return [], []
+    checks = [Check(name.replace("_", " "), bool(info.get("ok")), str(info.get("detail", "")))
+              for name, info in (validation.get("checks") or {}).items() if isinstance(info, dict)]
+    return checks, [str(e) for e in validation.get("errors") or []]
+
+
+def _success_chart(record: dict[str, Any]) -> Markup | None:
+    curve = (record.get("training") or {}).get("curve") or []
+    if not curve:
+        return None
+    series = [Series("success rate", [(p["steps"], p["success_rate"]) for p in curve], color="#2563eb")]
+    return line_chart(series, title="success rate (evaluation)", y_label="success", y_range=(-0.02, 1.02), width=420, height=170)
+
+
+def _components_chart(record: dict[str, Any]) -> Markup | None:
+    history = (record.get("training_result") or {}).get("components") or []
+    names = sorted({name for entry in history for name in entry.get("components", {})})
+    if not names:
+        return None
+    series = []
+    for name in names:
+        stats = [(e["steps"], e["components"][name]) for e in history if name in e.get("components", {})]
+        series.append(Series(
+            name, [(x, float(s.get("mean", math.nan))) for x, s in stats],
+            band=[(x, float(s.get("min", math.nan)), float(s.get("max", math.nan))) for x, s in stats],
+        ))
+    return line_chart(series, title="reward components (mean; band: min to max)", y_label="value", width=420, height=170)
+
+
+def _code_of(record: dict[str, Any]) -> str | None:
+    if record.get("code_file"):
+        return record["code_file"]
+    attempts = [a for a in record.get("attempts") or [] if a.get("code_file")]
+    return attempts[-1]["code_file"] if attempts else None
+
+
+def _candidate(root: Path, record: dict[str, Any], url_for: UrlFor) -> CandidateView:
+    tokens = record.get("tokens") or {}
+    validation = record.get("validation") or next(
+        (a["validation"] for a in reversed(record.get("attempts") or []) if a.get("validation")), None)
+    checks, errors = _checks(validation)
+    code = read_text(root, _code_of(record)) or ""
+    directory = f"rounds/r{record['round']}/s{record['sample']}"
+    replies = []
+    for path in sorted(root.glob(f"{directory}/reply_*.md"), key=lambda p: p.stem):
+        text = read_text(root, f"{directory}/{path.name}")
+        if text is not None:
+            replies.append((path.name, text))
+    video_url = url_for(record["video_file"]) if record.get("video_file") and inside(root, record["video_file"]) else None
+    return CandidateView(
+        id=record["id"], round=record["round"], sample=record["sample"], status=record.get("status", "generating"),
+        model=record.get("model") or "-", rule_based=bool(record.get("rule_based")),
+        tokens=int(tokens.get("prompt", 0)) + int(tokens.get("completion", 0)), reason=str(record.get("reason") or ""),
+        code=code, code_html=codeview.highlight_python(code) if code else None,
+        replies=replies, checks=checks, validation_errors=errors, screening=record.get("screening"),
+        training=record.get("training") or {}, success_chart=_success_chart(record),
+        components_chart=_components_chart(record), behaviour_text=str(record.get("behaviour_text") or ""),
+        feedback_text=read_text(root, record.get("feedback_file")) or "",
+        video_url=video_url,
+    )
+
+
+def _messages(prompt: dict[str, Any] | None) -> list[Message]:
+    messages = []
+    for message in (prompt or {}).get("messages") or []:
+        content = message.get("content")
+        if isinstance(content, str):
+            messages.append(Message(str(message.get("role", "?")), content))
+            continue
+        texts, images = [], []
+        for part in content or []:
+            if part.get("type") == "text":
+                texts.append(str(part.get("text", "")))
+            elif part.get("type") == "image_url":
+                url = str((part.get("image_url") or {}).get("url", ""))
+                if IMAGE_DATA_URL.match(url):
+                    images.append(url)
+                else:
+                    texts.append("[image]")
+        messages.append(Message(str(message.get("role", "?")), "\n".join(texts), images))
+    return messages
+
+
+def _events(store: RunStore, rounds_present: set[int]) -> list[EventView]:
+    views = []
+    for event in store.events():
+        if event.get("type") == "preference":
+            target = f"best {event.get('best')} over worst {event.get('worst')}"
+        else:
+            target = f"critique of {event.get('candidate')}"
+        for_round = event.get("for_round")
+        views.append(EventView(
+            id=int(event.get("id", len(views))), time=format_time(event.get("time")), author=str(event.get("author") or "-"),
+            source=str(event.get("source") or "-"), type=str(event.get("type") or "-"), text=str(event.get("text") or ""),
+            target=target, for_round=for_round, produced=for_round in rounds_present,
+        ))
+    return views
+
+
+def _final_best_id(summary: dict[str, Any]) -> str:
+    """The candidate the final comparison re-trained."""
+    return str(summary.get("best_candidate") or "?")
+
+
+def _final(store: RunStore) -> FinalView | None:
+    summary = store.read_json("final/summary.json")
+    if not summary:
+        return None
+    if not summary.get("best_candidate"):
+        return FinalView(seeds=[], rows=[], chart=None, reason=str(summary.get("reason") or ""))
+    best_id = _final_best_id(summary)
+    rows, series = [], []
+    seeds = list(summary.get("seeds") or [])
+    for kind, label, color, dashed in (("best", f"best reward ({best_id})", "#2563eb", False),
+                                       ("expert", "expert reward (the task's own)", "#6b7280", True)):
+        entry = summary.get(kind)
+        if not isinstance(entry, dict):
+            continue
+        rows.append(FinalRow(label, list(entry.get("success_rates") or []), entry.get("mean"), entry.get("std"),
+                             [str(f) for f in entry.get("failures") or []]))
+        for index, curve in enumerate(entry.get("curves") or []):
+            seed = seeds[index] if index < len(seeds) else index
+            series.append(Series(f"{kind} seed {seed}", [(p["steps"], p["success_rate"]) for p in curve], color=color, dashed=dashed))
+    chart = line_chart(series, title="final: success over seeds, best reward vs expert", y_label="success", width=620,
+                       y_range=(-0.02, 1.02)) if series else None
+    return FinalView(seeds=seeds, rows=rows, chart=chart, best=best_id)
+
+
+def _overview(records: list[dict[str, Any]]) -> Markup | None:
+    series = [Series(r["id"], [(p["steps"], p["success_rate"]) for p in r["training"]["curve"]])
+              for r in records if r.get("status") == "trained" and (r.get("training") or {}).get("curve")]
+    if not series:
+        return None
+    return line_chart(series, title="every trained candidate: success rate during training", y_label="success",
+                      y_range=(-0.02, 1.02), width=620)
+
+
+def load_run(store: RunStore, url_for: UrlFor, launch: dict[str, Any] | None = None, launching: bool = False) -> RunView:
+    """Everything a run page shows, read once from the run directory."""
+    root = store.root
+    config, state = store.config(), store.state()
+    records = store.candidates()
+    overall = best_candidate(records)
+    round_indices = sorted({r["round"] for r in records} | {
+        int(p.parent.name[1:]) for p in root.glob("rounds/r*/prompt.json") if p.parent.name[1:].isdigit()})
+    events = _events(store, set(round_indices))
+    waiting = sorted({e.for_round for e in events if e.for_round is not None and e.for_round not in round_indices})
+    rounds: list[RoundView] = []
+    previous_best: dict[str, Any] | None = None
+    for index in round_indices + waiting:
+        in_round = [r for r in records if r["round"] == index]
+        views = [_candidate(root, r, url_for) for r in in_round]
+        best = best_candidate(in_round)
+        for view in views:
+            view.round_best = best is not None and view.id == best["id"]
+            view.overall_best = overall is not None and view.id == overall["id"]
+            if previous_best is not None and view.code:
+                base = read_text(root, previous_best.get("code_file")) or ""
+                diff = codeview.diff_lines(base, view.code, f"{previous_best['id']} (best of round {previous_best['round']})", view.id)
+                view.diff_base, view.diff_same = previous_best["id"], not diff
+                view.diff_html = codeview.highlight_diff(diff) if diff else None
+        prompt = store.read_json(f"rounds/r{index}/prompt.json")
+        context = (prompt or {}).get("context") or {}
+        produced_by = [e for e in events if e.for_round == index]
+        produced_by.sort(key=lambda e: e.id == context.get("feedback_event"))  # the one the prompt used, last
+        summary = store.read_json(f"rounds/r{index}/summary.json")
+        round_state = "done" if summary else ("waiting" if index in waiting else "in progress")
+        rounds.append(RoundView(index, views, _messages(prompt), context,
+                                produced_by[-1] if produced_by else None, best and best["id"], round_state))
+        previous_best = best or previous_best
+    tokens = sum(int((r.get("tokens") or {}).get("prompt", 0)) + int((r.get("tokens") or {}).get("completion", 0)) for r in records)
+    return RunView(
+        run_id=store.run_id, config=config, state=state, status=display_status(state, launching),
+        backend=backend_label(config.backend, config.model), model=model_label(config), rounds=rounds, events=events,
+        final=_final(store), overview_chart=_overview(records), tokens=tokens,
+        best_id=overall and overall["id"], best_success=overall and overall["training"]["success_rate"],
+        launch=launch, signature=run_signature(root, launching),
+    )
