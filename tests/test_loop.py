@@ -49,14 +49,14 @@ def t2r(*args, **kwargs):
 
 
 def test_heuristic_run_two_rounds_with_report(tmp_path):
-    config = RunConfig(task_id="fetch/reach", backend="heuristic", rounds=2, samples=2, steps=300, workers=2,
+    config = RunConfig(task_id="fetch/reach", backend="heuristic", rounds=2, samples=1, steps=300, workers=2,
                        final_seeds=1, eval_freq=150, eval_episodes=2, overrides=TINY, success_threshold=1.01)
     messages: list[str] = []
     store = start_run(config, tmp_path, progress=messages.append)
     state = store.state()
     assert state["status"] == "finished" and state["rounds_done"] == 2
     candidates = store.candidates()
-    assert [c["id"] for c in candidates] == ["r0-s0", "r0-s1", "r1-s0", "r1-s1"]
+    assert [c["id"] for c in candidates] == ["r0-s0", "r1-s0"]
     assert all(c["status"] == "trained" and c["rule_based"] for c in candidates)
     assert any("rule-based heuristic backend (no language model)" in m for m in messages)
     # round 1 was prompted with the best round-0 code and its feedback

@@ -413,7 +413,7 @@ def report(
 def demo(
     runs_dir: RunsDirOption = Path("runs"),
     task: Annotated[str, typer.Option(help="a task that learns in minutes on 2 cores")] = "fetch/reach",
-    steps: Annotated[int, typer.Option(help="training steps per candidate")] = 3000,
+    steps: Annotated[int, typer.Option(help="training steps per candidate")] = 4000,
 ) -> None:
     """The offline demo: the rule-based heuristic backend (no language model), 2 rounds x 2 candidates,
     a report with code, learning curves and a rollout video."""
@@ -421,8 +421,11 @@ def demo(
     from text2reward.store import RunConfig
 
     console.print("text2reward demo: rewards composed by the [bold]rule-based heuristic backend[/bold] (no language model), offline.")
+    # Two full rounds whatever the success (threshold above 1), evaluated often enough to draw curves;
+    # learning starts early because the budget is small (SAC's default waits 1,000 steps).
     config = RunConfig(task_id=task, backend="heuristic", rounds=2, samples=2, steps=steps, workers=2,
-                       final_seeds=1, success_threshold=1.01, eval_freq=max(steps // 4, 250))
+                       final_seeds=1, success_threshold=1.01, eval_freq=max(steps // 8, 250), eval_episodes=10,
+                       overrides={"learning_starts": min(300, steps // 4)})
     store = start_run(config, runs_dir, progress=lambda m: console.print(m, highlight=False, markup=False))
     _print_run_outcome(store)
     video = next(iter(sorted(store.root.glob("rounds/*/s*/training/rollout.mp4"))), None)
