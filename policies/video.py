@@ -23,8 +23,13 @@ def record_video(
     reward_fn: RewardFunction | None = None,
     max_fps: int = 50,
     size: int = 320,
+    keyframes: int = 0,
 ) -> dict[str, object]:
-    """Render `episodes` rollouts to one mp4 at real-time speed; returns what was recorded."""
+    """Render `episodes` rollouts to one mp4 at real-time speed; returns what was recorded.
+
+    With `keyframes`, that many evenly spaced frames are also saved as PNGs beside the video
+    (`<stem>_key<i>.png`): what a vision-capable model is shown of the rollout.
+    """
     import imageio.v2 as imageio
 
     env = make_task_env(task, reward_fn or SparseReward(), seed=seed, render_mode="rgb_array", render_size=size)
@@ -47,7 +52,12 @@ def record_video(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     imageio.mimwrite(path, frames, fps=fps, macro_block_size=1)
-    return {"path": str(path), "frames": len(frames), "fps": fps, "episodes": episodes, "successes": successes}
+    saved = []
+    for i, index in enumerate(np.linspace(0, len(frames) - 1, keyframes).round().astype(int) if keyframes else []):
+        key_path = path.with_name(f"{path.stem}_key{i}.png")
+        imageio.imwrite(key_path, frames[index])
+        saved.append(str(key_path))
+    return {"path": str(path), "frames": len(frames), "fps": fps, "episodes": episodes, "successes": successes, "keyframes": saved}
 
 
 def _frame(image: np.ndarray, task: Task) -> np.ndarray:

@@ -147,3 +147,20 @@ def test_killed_worker_then_resume_keeps_finished_results(tmp_path):
     assert [c["status"] for c in store.candidates()] == ["trained", "trained"]
     assert (first_done.stat().st_mtime_ns, (run_dir / "rounds/r0/s0/candidate.json").read_text()) == kept
     assert json.loads((run_dir / "rounds/r0/s1/training/done.json").read_text())["result"]["steps"] == 600
+
+
+def test_vision_rounds_show_the_model_rollout_keyframes(tmp_path):
+    script = [Say(GOOD), Say(GOOD.replace("10.0", "4.0"))]
+    with OpenAITestServer(script=script) as server:
+        os.environ.setdefault("OPENAI_API_KEY", "test-key")
+        config = RunConfig(task_id="fetch/reach", backend="openai", model="vision-model", base_url=server.base_url,
+                           vision=True, rounds=2, samples=1, steps=150, workers=1, final_seeds=0, compare_expert=False,
+                           eval_freq=150, eval_episodes=1, overrides=TINY, success_threshold=1.01)
+        store = start_run(config, tmp_path)
+        first, second = server.chat_requests
+    def images(request):
+        return [part for m in request["messages"] if isinstance(m["content"], list) for part in m["content"] if part.get("type") == "image_url"]
+    assert images(first) == []  # nothing has been rolled out yet
+    shown = images(second)
+    assert len(shown) == 4 and all(p["image_url"]["url"].startswith("data:image/png;base64,") for p in shown)
+    assert len(store.read_json("rounds/r0/s0/candidate.json")["keyframes"]) == 4

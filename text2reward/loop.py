@@ -172,9 +172,21 @@ class Loop:
                 "component_stats": component_stats(best["training_result"]),
                 "success_rate": best["training"]["success_rate"],
             }
+        shown = self.shown_candidate(human[-1] if human else None, best)
+        if self.config.vision and shown and shown.get("keyframes"):
+            # a vision-capable model sees what the robot did (the backend attaches these to the prompt)
+            context["images"] = [str(self.store.root / k) for k in shown["keyframes"]]
         context["round"] = round_index
         self.store.write_json(f"rounds/r{round_index}/prompt.json", {"messages": messages, "context": context})
         return messages, context
+
+    def shown_candidate(self, event: dict[str, Any] | None, best: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The candidate whose rollout the next prompt talks about."""
+        if event is None:
+            return best
+        candidate_id = event.get("candidate") or event.get("best")
+        round_part, sample_part = candidate_id.split("-")
+        return self.store.read_json(f"rounds/{round_part}/{sample_part}/candidate.json")
 
     def human_prompt(self, event: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         from text2reward import codegen
@@ -315,6 +327,7 @@ class Loop:
                     feedback_file=self.store.relative(directory / "feedback.md") if (directory / "feedback.md").is_file() else None,
                     behaviour_text=outcome.record.get("behaviour_text", ""),
                     video_file=self.store.relative(directory / "rollout.mp4") if (directory / "rollout.mp4").is_file() else None,
+                    keyframes=[self.store.relative(Path(k)) for k in (outcome.record.get("video") or {}).get("keyframes", [])],
                 )
                 candidate.pop("reason", None)
             else:

@@ -93,7 +93,7 @@ def run_job(job: TrainJob) -> dict[str, Any]:
             from policies.video import record_video
 
             model, _ = load_policy(out / "train")
-            info = record_video(task, model_actor(model), out / "rollout.mp4", episodes=1, seed=job.seed + 30_000, size=256)
+            info = record_video(task, model_actor(model), out / "rollout.mp4", episodes=1, seed=job.seed + 30_000, size=256, keyframes=4)
             record["video"] = info
     finally:
         close = getattr(reward_fn, "close", None)
