@@ -180,3 +180,15 @@ def test_make_backend_heuristic_when_present():
     pytest.importorskip("text2reward.llm.heuristic")
     backend = make_backend("heuristic")
     assert backend.name == "heuristic" and backend.rule_based
+
+
+def test_file_backend_resumes_after_the_replies_already_used(tmp_path):
+    from text2reward.llm.base import GenerationRequest
+    from text2reward.llm.file_backend import FileBackend
+
+    first, second = tmp_path / "a.md", tmp_path / "b.md"
+    first.write_text("reply A")
+    second.write_text("reply B")
+    resumed = FileBackend([first, second], start=1)
+    (reply,) = resumed.generate(GenerationRequest(messages=[{"role": "user", "content": "x"}], n=1, task_id="fetch/reach"))
+    assert reply.text == "reply B"

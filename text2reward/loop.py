@@ -25,7 +25,13 @@ Progress = Callable[[str], None]
 FINAL_STATUSES = {"invalid", "screened_out", "trained", "failed", "no_code"}
 
 
-def make_run_backend(config: RunConfig, cache_dir: Path) -> Backend:
+def replies_used(store: RunStore) -> int:
+    """How many replies the run has already consumed: saved rounds plus fix requests."""
+    rounds = sum(len(store.read_json(p.relative_to(store.root)) or []) for p in store.root.glob("rounds/r*/replies.json"))
+    return rounds + len(list(store.root.glob("rounds/r*/s*/fix_prompt_*.json")))
+
+
+def make_run_backend(config: RunConfig, store: RunStore) -> Backend:
     from text2reward.llm import make_backend
     from text2reward.llm.cache import CachedBackend, ReplyCache
 
@@ -34,12 +40,14 @@ def make_run_backend(config: RunConfig, cache_dir: Path) -> Backend:
         options = {"model": config.model, "base_url": config.base_url, "vision": config.vision}
     elif config.backend == "file":
         options = {"paths": config.reply_files or None}
+        if config.reply_files:
+            options["start"] = replies_used(store)
     elif config.backend == "heuristic":
         options = {"seed": config.seed}
     backend = make_backend(config.backend, **options)
     if config.backend == "file":
         return backend  # pasted replies are the record themselves
-    return CachedBackend(backend, ReplyCache(cache_dir))
+    return CachedBackend(backend, ReplyCache(store.runs_dir / "cache"))
 
 
 # --- candidate ranking ---------------------------------------------------------------------------------
@@ -68,7 +76,7 @@ class Loop:
         if self.config.task_file:
             load_task_file(self.config.task_file)
         self.task: Task = get_task(self.config.task_id)
-        self.backend = backend or make_run_backend(self.config, store.runs_dir / "cache")
+        self.backend = backend or make_run_backend(self.config, store)
         self.say = progress or (lambda message: None)
 
     # --- top level -----------------------------------------------------------------------------

@@ -37,14 +37,16 @@ class FileBackend:
         paths: str | Path | Sequence[str | Path] | None = None,
         *,
         cycle: bool = False,
+        start: int = 0,
         stdin: TextIO | None = None,
         stderr: TextIO | None = None,
     ) -> None:
+        """`start`: reply files already used (a resumed run continues after them, never re-reads them)."""
         self.files = None if paths is None else _expand(paths)
         self.cycle = cycle
         self._stdin = stdin
         self._stderr = stderr
-        self._cursor = 0
+        self._cursor = start
         self._pending: deque[str] = deque()
         self._seen: list[str] = []
         self._stdin_closed = False
