@@ -232,6 +232,16 @@ def _parse_overrides(items: list[str] | None) -> dict[str, Any]:
     return overrides
 
 
+def _say(message: str) -> None:
+    console.print(message, highlight=False, markup=False)
+
+
+def _bars() -> Any:
+    from text2reward.progress import TrainingBars
+
+    return TrainingBars(console)
+
+
 def _print_run_outcome(store: Any) -> None:
     state = store.state()
     console.print(f"run {store.run_id}: {state.get('status')} - best success {state.get('best_success')}")
@@ -275,7 +285,7 @@ def run(
         device=device, task_file=str(task_file.resolve()) if task_file else None,
         eval_freq=eval_freq, eval_episodes=eval_episodes, overrides=_parse_overrides(hp),
     )
-    store = start_run(config, runs_dir, progress=lambda m: console.print(m, highlight=False, markup=False))
+    store = start_run(config, runs_dir, progress=_say, display=_bars())
     _print_run_outcome(store)
 
 
@@ -298,7 +308,7 @@ def resume(
 
             config.rounds = rounds
             store.write_json("config.json", asdict(config))
-    store = resume_run(runs_dir, run_id, progress=lambda m: console.print(m, highlight=False, markup=False))
+    store = resume_run(runs_dir, run_id, progress=_say, display=_bars())
     _print_run_outcome(store)
 
 
@@ -426,7 +436,7 @@ def demo(
     config = RunConfig(task_id=task, backend="heuristic", rounds=2, samples=2, steps=steps, workers=2,
                        final_seeds=1, success_threshold=1.01, eval_freq=max(steps // 8, 250), eval_episodes=10,
                        overrides={"learning_starts": min(300, steps // 4)})
-    store = start_run(config, runs_dir, progress=lambda m: console.print(m, highlight=False, markup=False))
+    store = start_run(config, runs_dir, progress=_say, display=_bars())
     _print_run_outcome(store)
     video = next(iter(sorted(store.root.glob("rounds/*/s*/training/rollout.mp4"))), None)
     if video:

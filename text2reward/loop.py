@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sim_envs import get_task, load_task_file
 from sim_envs.task import Task
@@ -22,6 +22,16 @@ from text2reward.worker import TrainJob
 from text2reward.workers import JobOutcome, run_jobs
 
 Progress = Callable[[str], None]
+
+
+class JobDisplay(Protocol):
+    """Shows training jobs while they run (the CLI draws progress bars; tests pass none)."""
+
+    def start(self, labelled_jobs: list[tuple[str, TrainJob]]) -> None: ...
+
+    def poll(self) -> None: ...
+
+    def stop(self) -> None: ...
 FINAL_STATUSES = {"invalid", "screened_out", "trained", "failed", "no_code"}
 
 
@@ -70,8 +80,10 @@ def best_candidate(candidates: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 class Loop:
-    def __init__(self, store: RunStore, backend: Backend | None = None, progress: Progress | None = None):
+    def __init__(self, store: RunStore, backend: Backend | None = None, progress: Progress | None = None,
+                 display: JobDisplay | None = None):
         self.store = store
+        self.display = display
         self.config = store.config()
         if self.config.task_file:
             load_task_file(self.config.task_file)
@@ -343,7 +355,16 @@ class Loop:
             self.store.write_json(directory.parent / "candidate.json", candidate)
             self.say(f"{candidate['id']}: {self.describe(candidate)}")
 
-        run_jobs(jobs, self.config.workers, on_done=on_done)
+        self.run_displayed([(c["id"], job) for c, job in zip(pending, jobs)], on_done)
+
+    def run_displayed(self, labelled_jobs: list[tuple[str, TrainJob]], on_done: Callable[[JobOutcome], None] | None = None) -> list[JobOutcome]:
+        if self.display is None:
+            return run_jobs([job for _, job in labelled_jobs], self.config.workers, on_done=on_done)
+        self.display.start(labelled_jobs)
+        try:
+            return run_jobs([job for _, job in labelled_jobs], self.config.workers, on_done=on_done, on_poll=self.display.poll)
+        finally:
+            self.display.stop()
 
     # --- final comparison ------------------------------------------------------------------------------
     def finalize(self) -> dict[str, Any]:
@@ -362,9 +383,13 @@ class Loop:
                 jobs.append(("expert", self.job(self.store.root / "final" / "expert" / f"seed{seed}", "expert", None, seed, False)))
         for _, job in jobs:
             job.analysis_episodes = 0
+        if not jobs:
+            summary = {"best_candidate": best["id"], "seeds": [], "interrupted": False}
+            self.store.write_json("final/summary.json", summary)
+            return summary
         self.say(f"final: re-training the best reward ({best['id']}) on {len(seeds)} seed(s)"
                  + (" beside the expert reward" if any(k == "expert" for k, _ in jobs) else ""))
-        outcomes = run_jobs([job for _, job in jobs], self.config.workers)
+        outcomes = self.run_displayed([(f"final {kind} seed {job.seed}", job) for kind, job in jobs])
         summary: dict[str, Any] = {"best_candidate": best["id"], "seeds": seeds, "interrupted": any(o.interrupted for o in outcomes)}
         for kind in ("best", "expert"):
             results = [o.record["result"] for (k, _), o in zip(jobs, outcomes) if k == kind and o.ok]
@@ -379,17 +404,19 @@ class Loop:
         return summary
 
 
-def start_run(config: RunConfig, runs_dir: Path, progress: Progress | None = None, backend: Backend | None = None) -> RunStore:
+def start_run(config: RunConfig, runs_dir: Path, progress: Progress | None = None, backend: Backend | None = None,
+              display: JobDisplay | None = None) -> RunStore:
     config.validate()
     if config.task_file:
         load_task_file(config.task_file)
     get_task(config.task_id)  # fail before creating the run directory
     store = RunStore.create(runs_dir, config)
-    Loop(store, backend, progress).run()
+    Loop(store, backend, progress, display).run()
     return store
 
 
-def resume_run(runs_dir: Path, run_id: str, progress: Progress | None = None, backend: Backend | None = None) -> RunStore:
+def resume_run(runs_dir: Path, run_id: str, progress: Progress | None = None, backend: Backend | None = None,
+               display: JobDisplay | None = None) -> RunStore:
     store = RunStore.open(runs_dir, run_id)
-    Loop(store, backend, progress).run()
+    Loop(store, backend, progress, display).run()
     return store

@@ -21,6 +21,7 @@ JOB_FILE = "job.json"
 DONE_FILE = "done.json"
 ERROR_FILE = "error.json"
 PID_FILE = "worker.pid"
+PROGRESS_FILE = "progress.json"
 
 
 @dataclass
@@ -71,8 +72,13 @@ def run_job(job: TrainJob) -> dict[str, Any]:
         device=job.device, eval_freq=job.eval_freq, eval_episodes=job.eval_episodes,
         stop_at_success=job.stop_at_success, overrides=dict(job.overrides),
     )
+    total = job.steps or task.default_steps
+
+    def publish(point: dict[str, Any]) -> None:  # read by the CLI's progress bars and the dashboard
+        write_json_atomic(out / PROGRESS_FILE, {**point, "total_steps": total})
+
     try:
-        result = train(config, reward_fn=reward_fn)
+        result = train(config, reward_fn=reward_fn, on_eval=publish)
         record: dict[str, Any] = {"result": result.to_dict()}
         if job.analysis_episodes > 0:
             from policies.train import load_policy

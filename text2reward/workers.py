@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from text2reward.worker import DONE_FILE, ERROR_FILE, JOB_FILE, TrainJob
+from text2reward.worker import DONE_FILE, ERROR_FILE, JOB_FILE, PROGRESS_FILE, TrainJob
 
 
 @dataclass
@@ -27,6 +27,15 @@ class JobOutcome:
     reason: str | None
     interrupted: bool = False
     """True when the worker died without reporting (killed): the job is retried on resume."""
+
+
+def job_progress(out_dir: str | Path) -> dict[str, Any] | None:
+    """The job's latest evaluation point ({steps, success_rate, total_steps, ...}), if any yet."""
+    path = Path(out_dir) / PROGRESS_FILE
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def job_done(out_dir: str | Path) -> dict[str, Any] | None:
@@ -50,9 +59,11 @@ def run_jobs(
     jobs: list[TrainJob],
     workers: int,
     on_done: Callable[[JobOutcome], None] | None = None,
-    log_dir: Path | None = None,
+    on_poll: Callable[[], None] | None = None,
 ) -> list[JobOutcome]:
-    """Run jobs, at most `workers` at a time; finished jobs (done.json present) are not rerun."""
+    """Run jobs, at most `workers` at a time; finished jobs (done.json present) are not rerun.
+
+    `on_poll` is called about five times a second while jobs run (progress displays)."""
     outcomes: dict[int, JobOutcome] = {}
     pending = list(enumerate(jobs))
     running: dict[int, subprocess.Popen] = {}
@@ -85,6 +96,8 @@ def run_jobs(
                 outcomes[index] = _outcome(jobs[index], code)
                 if on_done:
                     on_done(outcomes[index])
+            if on_poll:
+                on_poll()
             time.sleep(0.2)
     finally:
         for process in running.values():
