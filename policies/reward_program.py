@@ -41,6 +41,8 @@ def normalise_output(value: Any) -> tuple[float, dict[str, float]]:
 
 
 def _as_float(value: Any, what: str) -> float:
+    if type(value) is float or type(value) is np.float64:  # the common case, checked first: it runs every step
+        return float(value)
     if isinstance(value, (bool, np.bool_)):
         return float(value)
     if isinstance(value, np.ndarray) and value.size == 1:

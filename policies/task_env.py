@@ -29,25 +29,28 @@ class TaskRewardWrapper(gym.Wrapper):
         self.reward_fn = reward_fn
         self.view = None
         self._episode_success = False
+        # Looked up once, not per step: the unwrapped env, the reader and the success test.
+        self._unwrapped = env.unwrapped
+        self._read_view = task.read_view
+        self._is_success = task.is_success
+        self._success_any = task.success_mode == "any"
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         obs, info = self.env.reset(seed=seed, options=options)
-        self.view = self.task.read_view(self.env.unwrapped, None)
+        self.view = self._read_view(self._unwrapped, None)
         self._episode_success = False
         info["is_success"] = False
         return obs, info
 
     def step(self, action: np.ndarray):
         obs, native, terminated, truncated, info = self.env.step(action)
-        view = self.task.read_view(self.env.unwrapped, self.view)
+        view = self._read_view(self._unwrapped, self.view)
         self.view = view
-        step_success = bool(self.task.is_success(view, info))
-        total, components = self.reward_fn(view, action, float(native), step_success)
-        if self.task.success_mode == "any":
-            self._episode_success = self._episode_success or step_success
-        else:
-            self._episode_success = step_success
-        info["native_reward"] = float(native)
+        step_success = bool(self._is_success(view, info))
+        native = float(native)
+        total, components = self.reward_fn(view, action, native, step_success)
+        self._episode_success = (self._episode_success or step_success) if self._success_any else step_success
+        info["native_reward"] = native
         info["reward_components"] = components
         info["step_success"] = step_success
         info["is_success"] = self._episode_success

@@ -5,6 +5,7 @@ success = the env's own `info["is_success"]` (within 5 cm), judged at the episod
 the Fetch benchmark.
 """
 
+import weakref
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from sim_envs.errors import ConfigError
 from sim_envs.task import Task
 from sim_envs.view_base import StateView, attr, frozen
 
@@ -73,10 +75,18 @@ EXPERT_DOC = "Gymnasium-Robotics' dense reward: minus the distance from the achi
 TABLE_HEIGHT = 0.4
 
 
-def make_fetch_env(gym_id: str, render_mode: str | None = None, seed: int | None = None, size: int = 480) -> gym.Env:
-    import gymnasium_robotics
+def _import_gymnasium_robotics() -> Any:
+    """Import quietly: on import it prints a notice about Adroit environments, which we never use."""
+    import contextlib
+    import io
 
-    gym.register_envs(gymnasium_robotics)
+    with contextlib.redirect_stderr(io.StringIO()):
+        import gymnasium_robotics
+    return gymnasium_robotics
+
+
+def make_fetch_env(gym_id: str, render_mode: str | None = None, seed: int | None = None, size: int = 480) -> gym.Env:
+    gym.register_envs(_import_gymnasium_robotics())
     kwargs: dict[str, Any] = {"render_mode": render_mode}
     if render_mode is not None:
         kwargs.update(width=size, height=size)
@@ -86,36 +96,80 @@ def make_fetch_env(gym_id: str, render_mode: str | None = None, seed: int | None
     return env
 
 
-def _robot(env: Any, previous_init: np.ndarray | None) -> FetchRobot:
-    utils, model, data = env._utils, env.model, env.data
-    grip = utils.get_site_xpos(model, data, "robot0:grip")
-    fingers = (
-        utils.get_joint_qpos(model, data, "robot0:r_gripper_finger_joint")[0]
-        + utils.get_joint_qpos(model, data, "robot0:l_gripper_finger_joint")[0]
-    )
+@dataclass(frozen=True)
+class _FetchIds:
+    """Addresses the view reads, looked up once per model (Gymnasium-Robotics' helpers look names up on every call)."""
+
+    grip_site: int
+    right_finger_qpos: int
+    left_finger_qpos: int
+    object_site: int | None
+    object_qpos: int | None
+    object_qvel: int | None
+
+
+_FETCH_IDS: "weakref.WeakKeyDictionary[Any, _FetchIds]" = weakref.WeakKeyDictionary()
+
+
+def _fetch_ids(model: Any) -> _FetchIds:
+    ids = _FETCH_IDS.get(model)
+    if ids is None:
+        import mujoco
+
+        def find(kind: Any, name: str) -> int | None:
+            index = mujoco.mj_name2id(model, kind, name)
+            return None if index == -1 else index
+
+        joint, site = mujoco.mjtObj.mjOBJ_JOINT, mujoco.mjtObj.mjOBJ_SITE
+        obj_joint = find(joint, "object0:joint")
+        ids = _FetchIds(
+            grip_site=model.site("robot0:grip").id,
+            right_finger_qpos=int(model.jnt_qposadr[model.joint("robot0:r_gripper_finger_joint").id]),
+            left_finger_qpos=int(model.jnt_qposadr[model.joint("robot0:l_gripper_finger_joint").id]),
+            object_site=find(site, "object0"),
+            object_qpos=None if obj_joint is None else int(model.jnt_qposadr[obj_joint]),
+            object_qvel=None if obj_joint is None else int(model.jnt_dofadr[obj_joint]),
+        )
+        _FETCH_IDS[model] = ids
+    return ids
+
+
+def _robot(env: Any, previous_init: np.ndarray | None, ids: _FetchIds) -> FetchRobot:
+    import mujoco
+
+    model, data = env.model, env.data
+    grip = data.site_xpos[ids.grip_site]
+    qpos = data.qpos
+    fingers = qpos[ids.right_finger_qpos] + qpos[ids.left_finger_qpos]
+    # Gymnasium-Robotics' get_site_xvelp: the site's translational Jacobian times qvel.
+    jacp = np.zeros((3, model.nv))
+    mujoco.mj_jacSite(model, data, jacp, None, ids.grip_site)
     return FetchRobot(
         ee_position=frozen(grip),
-        ee_velocity=frozen(utils.get_site_xvelp(model, data, "robot0:grip")),
+        ee_velocity=frozen(jacp @ data.qvel),
         gripper_width=float(fingers),
         init_ee_position=frozen(grip) if previous_init is None else previous_init,
     )
 
 
 def read_fetch_reach_view(env: Any, previous: FetchReachView | None) -> FetchReachView:
+    ids = _fetch_ids(env.model)
     return FetchReachView(
         dt=float(env.dt),
         episode_step=0 if previous is None else previous.episode_step + 1,
-        robot=_robot(env, None if previous is None else previous.robot.init_ee_position),
+        robot=_robot(env, None if previous is None else previous.robot.init_ee_position, ids),
         goal_position=frozen(env.goal),
         table_height=TABLE_HEIGHT,
     )
 
 
 def read_fetch_object_view(env: Any, previous: FetchObjectView | None) -> FetchObjectView:
-    utils, model, data = env._utils, env.model, env.data
-    position = utils.get_site_xpos(model, data, "object0")
-    qpos = utils.get_joint_qpos(model, data, "object0:joint")
-    qvel = utils.get_joint_qvel(model, data, "object0:joint")
+    data, ids = env.data, _fetch_ids(env.model)
+    if ids.object_site is None or ids.object_qpos is None or ids.object_qvel is None:
+        raise ConfigError("this Fetch scene has no 'object0' block; use read_fetch_reach_view for tasks without an object")
+    position = data.site_xpos[ids.object_site]
+    qpos = data.qpos[ids.object_qpos : ids.object_qpos + 7]  # free joint: position (3), quaternion (4)
+    qvel = data.qvel[ids.object_qvel : ids.object_qvel + 6]  # free joint: linear (3), angular (3)
     obj = FetchObject(
         position=frozen(position),
         quaternion=frozen(qpos[3:7]),
@@ -126,7 +180,7 @@ def read_fetch_object_view(env: Any, previous: FetchObjectView | None) -> FetchO
     return FetchObjectView(
         dt=float(env.dt),
         episode_step=0 if previous is None else previous.episode_step + 1,
-        robot=_robot(env, None if previous is None else previous.robot.init_ee_position),
+        robot=_robot(env, None if previous is None else previous.robot.init_ee_position, ids),
         obj=obj,
         goal_position=frozen(env.goal),
         table_height=TABLE_HEIGHT,

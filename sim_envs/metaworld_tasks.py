@@ -5,6 +5,7 @@ Expert reward = MetaWorld's own dense reward (`compute_reward`, v2 version); suc
 generator, so a policy has to generalise over placements, as in the MetaWorld benchmark.
 """
 
+import weakref
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -145,29 +146,98 @@ def _object(position: np.ndarray, quaternion: np.ndarray, init_position: np.ndar
     return SawyerObject(position=frozen(position), quaternion=frozen(quaternion), init_position=init_position)
 
 
+@dataclass(frozen=True)
+class _SawyerIds:
+    """MuJoCo ids of the bodies and sites the view reads, looked up once per model (name lookups cost ~1 µs each)."""
+
+    hand: int
+    right_claw: int
+    left_claw: int
+    left_pad: int
+    right_pad: int
+    right_end_effector: int
+    left_end_effector: int
+
+
+_SAWYER_IDS: "weakref.WeakKeyDictionary[Any, _SawyerIds]" = weakref.WeakKeyDictionary()
+
+
+def _sawyer_ids(model: Any) -> _SawyerIds:
+    ids = _SAWYER_IDS.get(model)
+    if ids is None:
+        body, site = model.body, model.site
+        ids = _SawyerIds(
+            hand=body("hand").id,
+            right_claw=body("rightclaw").id,
+            left_claw=body("leftclaw").id,
+            left_pad=body("leftpad").id,
+            right_pad=body("rightpad").id,
+            right_end_effector=site("rightEndEffector").id,
+            left_end_effector=site("leftEndEffector").id,
+        )
+        _SAWYER_IDS[model] = ids
+    return ids
+
+
+def _object_quaternions(env: Any, positions: np.ndarray, hand: np.ndarray, openness: float) -> np.ndarray:
+    """`env._get_quat_objects()`, taken from MetaWorld's own copy of it when that copy is current.
+
+    Why: most tasks compute the quaternion with scipy's `Rotation.from_matrix` (~110 µs, more than
+    the rest of the view), and MetaWorld has already done so this step: `_get_obs` keeps
+    [hand (3), gripper (1), (position (3), quaternion (4)) per object] in `_prev_obs`, from the same
+    accessors, after the step's `mj_forward`. The copy is used only when its hand position, gripper
+    value and every object position equal the simulator's exactly; a state changed since (e.g. by
+    `set_state`) fails that check and the accessor is called. Only a change that rotates objects
+    without moving anything could slip through, which no step or reset does.
+    """
+    cached = getattr(env, "_prev_obs", None)
+    count = positions.size // 3
+    if cached is None or cached.size < 4 + 7 * count:
+        return np.asarray(env._get_quat_objects(), dtype=np.float64)
+    head = cached[: 4 + 7 * count].tolist()  # Python floats: list comparisons cost far less than numpy's on 3-vectors
+    if head[:3] == hand.tolist() and head[3] == openness:
+        slots = [head[4 + 7 * i : 11 + 7 * i] for i in range(count)]
+        if [v for slot in slots for v in slot[:3]] == positions.tolist():
+            return np.array([v for slot in slots for v in slot[3:]])
+    return np.asarray(env._get_quat_objects(), dtype=np.float64)
+
+
 def read_sawyer_view(env: Any, previous: SawyerView | None) -> SawyerView:
-    """Read the scene from MuJoCo data through MetaWorld's own accessors (never the flat obs)."""
-    data = env.data
+    """Read the scene from MuJoCo data through MetaWorld's own accessors (never the flat obs).
+
+    Ids are cached per model; quaternions come from MetaWorld's own per-step copy of its accessor
+    when that copy matches the simulator (see `_object_quaternions`).
+    """
+    data, ids = env.data, _sawyer_ids(env.model)
+    xpos, site_xpos = data.xpos, data.site_xpos
     positions = np.asarray(env._get_pos_objects(), dtype=np.float64)
-    quaternions = np.asarray(env._get_quat_objects(), dtype=np.float64)
+    hand = xpos[ids.hand]
+    apart = xpos[ids.right_claw] - xpos[ids.left_claw]
+    fingers = np.sqrt(apart.dot(apart))  # exactly np.linalg.norm's computation for a 1-D vector, without its checks
+    openness = float(min(max(fingers / 0.1, 0.0), 1.0))  # = np.clip(fingers / 0.1, 0, 1), without its ~3 µs
     if previous is None:
+        quaternions = np.asarray(env._get_quat_objects(), dtype=np.float64)
         obj_init = positions[:3] if env.obj_init_pos is None else np.asarray(env.obj_init_pos)[:3]
         init_ee, init_hand = frozen(env.init_tcp), frozen(env.hand_init_pos)
         init_left, init_right = frozen(env.init_left_pad), frozen(env.init_right_pad)
         init_obj, init_obj2 = frozen(obj_init), frozen(positions[3:6]) if positions.size > 3 else None
     else:
+        quaternions = _object_quaternions(env, positions, hand, openness)
         r = previous.robot
         init_ee, init_hand = r.init_ee_position, r.init_hand_position
         init_left, init_right = r.init_left_pad_position, r.init_right_pad_position
         init_obj = previous.obj.init_position
         init_obj2 = previous.obj2.init_position if previous.obj2 is not None else None
-    fingers = np.linalg.norm(data.body("rightclaw").xpos - data.body("leftclaw").xpos)
+    # MetaWorld's tcp_center, (right + left end-effector sites) / 2, with cached ids and Python floats (same IEEE results).
+    right, left = site_xpos[ids.right_end_effector].tolist(), site_xpos[ids.left_end_effector].tolist()
+    tcp = np.array([(r + l) / 2.0 for r, l in zip(right, left)])
+    tcp.setflags(write=False)  # a fresh array: read-only without a second copy
     robot = SawyerRobot(
-        ee_position=frozen(env.tcp_center),
-        hand_position=frozen(data.body("hand").xpos),
-        gripper_openness=float(np.clip(fingers / 0.1, 0.0, 1.0)),
-        left_pad_position=frozen(env.get_body_com("leftpad")),
-        right_pad_position=frozen(env.get_body_com("rightpad")),
+        ee_position=tcp,
+        hand_position=frozen(hand),
+        gripper_openness=openness,
+        left_pad_position=frozen(xpos[ids.left_pad]),
+        right_pad_position=frozen(xpos[ids.right_pad]),
         init_ee_position=init_ee,
         init_hand_position=init_hand,
         init_left_pad_position=init_left,

@@ -141,3 +141,20 @@ def test_flatten_applies_only_to_dict_observations():
     fetch = make_task_env(get_task("fetch/reach"), SparseReward(), seed=0)
     assert isinstance(fetch.observation_space, gym.spaces.Box)
     fetch.close()
+
+
+def test_metaworld_quaternion_follows_set_state():
+    """The reader may reuse MetaWorld's per-step quaternion copy only while it is current."""
+    task = get_task("metaworld/pick-place-v3")
+    env = task.make_env(seed=0)
+    obs, _ = env.reset(seed=0)
+    raw = env.unwrapped
+    policy = task.scripted_policy()
+    for _ in range(5):
+        obs, *_ = env.step(policy(obs))
+    qpos, qvel = raw.data.qpos.copy(), raw.data.qvel.copy()
+    qpos[9:12] += [0.05, -0.03, 0.0]  # move the puck: MetaWorld's stored copy is now stale
+    raw.set_state(qpos, qvel)
+    view = task.view(env, task.view(env))
+    np.testing.assert_array_equal(view.obj.quaternion, np.asarray(raw._get_quat_objects())[:4])
+    np.testing.assert_array_equal(view.obj.position, np.asarray(raw._get_pos_objects())[:3])
