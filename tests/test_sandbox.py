@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import pickle
 from pathlib import Path
@@ -15,6 +17,10 @@ from policies.task_env import make_task_env
 from sim_envs import get_task
 from sim_envs.errors import RewardProgramError
 from text2reward.sandbox import Limits, SandboxedReward, collect_states, run_reward, static_check, validate
+from text2reward.sandbox.channel import HEADER
+from text2reward.sandbox.process import ReplyDecoder, SandboxFailure
+from text2reward.sandbox.runner import view_modules
+from text2reward.sandbox.wire import ReplyEncoder, SchemaError, ViewDecoder, ViewEncoder, reply_struct
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "prompts" / "examples"
 REACH_CODE = (EXAMPLES / "metaworld__reach-v3.py").read_text()
@@ -270,3 +276,212 @@ def test_serve_mode_is_locked_down_too(reach_states, tmp_path):
             sandboxed(view, action, 0.0, False)
     assert not any(tmp_path.iterdir())
     assert os.path.isdir(tmp_path)
+
+
+# --- the training worker's wire format (views as packed numbers, replies as packed doubles) ---
+
+
+def split_frames(data: bytes) -> list[bytes]:
+    payloads = []
+    while data:
+        (size,) = HEADER.unpack_from(data)
+        payloads.append(data[HEADER.size : HEADER.size + size])
+        data = data[HEADER.size + size :]
+    return payloads
+
+
+def assert_same_view(sent, got) -> None:
+    """Same classes, fields, exact scalar types and array values; the worker's arrays read-only for good."""
+    assert type(got) is type(sent)
+    if dataclasses.is_dataclass(sent):
+        for f in dataclasses.fields(sent):
+            assert_same_view(getattr(sent, f.name), getattr(got, f.name))
+    elif isinstance(sent, np.ndarray):
+        assert got.dtype == sent.dtype and got.shape == sent.shape and np.array_equal(got, sent)
+        assert not got.flags.writeable
+        with pytest.raises(ValueError, match="WRITEABLE"):
+            got.flags.writeable = True
+    else:
+        assert got == sent
+
+
+def reset_and_step_views(task_id: str) -> list:
+    """A view read right after reset (previous None) and one after a step: their scalar types can differ."""
+    task = get_task(task_id)
+    env = task.make_env(seed=0)
+    env.reset(seed=0)
+    first = task.read_view(env.unwrapped, None)
+    env.step(env.action_space.sample())
+    second = task.read_view(env.unwrapped, first)
+    env.close()
+    return [first, second]
+
+
+@pytest.mark.parametrize("task_id", ["metaworld/reach-v3", "metaworld/hammer-v3", "ant/forward", "halfcheetah/forward", "fetch/push"])
+def test_wire_round_trip_keeps_every_field_and_type(task_id):
+    views = reset_and_step_views(task_id)
+    modules = view_modules(views)
+    encoder, decoder = ViewEncoder(modules), ViewDecoder(modules)
+    actions = [np.linspace(-1, 1, 8, dtype=np.float32)[:4], np.arange(4, dtype=np.float64) / 7]
+    tags = []
+    for view in views + views:
+        for action in actions:
+            payloads = split_frames(encoder.encode(view, action))
+            tags.append(b"".join(p[:1] for p in payloads))
+            results = [decoder.feed(p) for p in payloads]
+            assert results[:-1] == [None] * (len(results) - 1)  # schema frames get no reply
+            got_view, got_action = results[-1]
+            assert_same_view(view, got_view)
+            assert got_action.dtype == action.dtype and np.array_equal(got_action, action)
+            got_action[0] = 5.0  # the reward's copy of the action is its own, as after unpickling
+    assert all(tag in {b"V", b"SV"} for tag in tags) and tags[0] == b"SV"
+    assert tags[len(tags) // 2 :] == [b"V"] * (len(tags) // 2)  # every structure was described once
+
+
+@dataclasses.dataclass(slots=True)
+class OddView:
+    """A view the compact format cannot carry (a list field, an int array): it must still arrive intact."""
+
+    dt: float
+    items: list
+    counts: np.ndarray
+
+
+def test_wire_falls_back_to_pickle_for_views_it_cannot_carry(reach_states):
+    modules = [OddView.__module__]
+    encoder, decoder = ViewEncoder(modules), ViewDecoder(modules)
+    odd = OddView(0.05, [1, "a"], np.arange(3))
+    (payload,) = split_frames(encoder.encode(odd, np.zeros(2)))
+    assert payload[:1] == b"P"
+    got, _ = decoder.feed(payload)
+    assert got.items == [1, "a"] and got.counts.dtype == odd.counts.dtype
+    view, _ = reach_states[0]
+    sawyer = ViewEncoder(view_modules([view]))
+    (payload,) = split_frames(sawyer.encode(view, np.zeros((4, 2))[:, 0]))  # a strided action
+    assert payload[:1] == b"P"
+    assert [p[:1] for p in split_frames(sawyer.encode(view, np.zeros(4)))] == [b"S", b"V"]
+
+
+def schema_of(view, action) -> dict:
+    schema_frame, _ = split_frames(ViewEncoder(view_modules([view])).encode(view, action))
+    return json.loads(schema_frame[1:])
+
+
+def mutate(schema: dict, path: tuple, value) -> dict:
+    """A deep copy of `schema` with the item at `path` replaced by `value` (or by `value(schema)`)."""
+    out = json.loads(json.dumps(schema))
+    target = out
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value(out) if callable(value) else value
+    return out
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ((("nodes", -1, 1), "subprocess"), "not one of the view modules"),
+        ((("nodes", -1, 2), "np.ndarray"), "is not a view dataclass"),
+        ((("nodes", -1, 2), "gym.Wrapper"), "is not a view dataclass"),
+        ((("nodes", -1, 2), "SawyerView.__class__"), "bad class name"),
+        ((("nodes", -1, 3, 0, 0), "secret"), "are not the class's fields"),
+        ((("scalars", 0, 0), lambda schema: schema["arrays"][0][0]), "assigned twice"),
+        ((("nodes", -1, 3, 0, 1), lambda schema: schema["root"]), "not built before it"),
+        ((("scalars", 0, 1), "object"), "unknown scalar kind"),
+        ((("arrays", 0, 1), [-3]), "bad array shape"),
+        ((("arrays", 0, 1), [1 << 30]), "bad array shape"),
+        ((("consts", 0, 1), {"a": 1}), "a constant must be"),
+        ((("action", 0), "|O"), "numeric dtype"),
+        ((("id",), 99), "not an index below"),
+        ((("root",), 1), "root must be the last node"),
+    ],
+)
+def test_wire_schema_is_validated_not_trusted(change, message, reach_states):
+    view, action = reach_states[0]
+    schema = mutate(schema_of(view, action), *change)
+    decoder = ViewDecoder(view_modules([view]))
+    with pytest.raises(SchemaError, match=message):
+        decoder.feed(b"S" + json.dumps(schema).encode())
+
+
+def test_wire_refuses_frames_that_do_not_match(reach_states):
+    view, action = reach_states[0]
+    modules = view_modules([view])
+    schema_frame, view_frame = split_frames(ViewEncoder(modules).encode(view, action))
+    decoder = ViewDecoder(modules)
+    with pytest.raises(SchemaError, match="was not sent"):
+        decoder.feed(view_frame)
+    decoder.feed(schema_frame)
+    with pytest.raises(SchemaError, match="does not match its schema"):
+        decoder.feed(view_frame + b"\0" * 8)
+    with pytest.raises(SchemaError, match="unknown frame tag"):
+        decoder.feed(b"X" + view_frame[1:])
+    assert_same_view(view, decoder.feed(view_frame)[0])
+
+
+def test_reply_decoder_checks_packed_replies_against_names_it_checked():
+    checked = []
+    encoder, decoder = ReplyEncoder(check=checked.append), ReplyDecoder()
+    with pytest.raises(SandboxFailure, match="malformed"):  # packed before any names: nothing to pair them with
+        decoder.decode(b"R" + reply_struct(1).pack(1.0, 2.0))
+    first = split_frames(encoder.encode(1.5, {"reach": 0.5, "ctrl": -0.1}))[0]
+    assert first[:1] == b"[" and decoder.decode(first) == (1.5, {"reach": 0.5, "ctrl": -0.1})
+    packed = split_frames(encoder.encode(2.5, {"reach": float("nan"), "ctrl": -0.2}))[0]
+    assert packed[:1] == b"R"
+    total, components = decoder.decode(packed)
+    assert total == 2.5 and list(components) == ["reach", "ctrl"] and math.isnan(components["reach"])
+    assert len(checked) == 1  # unchanged names are not checked twice
+    with pytest.raises(SandboxFailure, match="malformed"):
+        decoder.decode(packed + b"\0" * 8)
+    renamed = split_frames(encoder.encode(1.0, {"reach": 1.0}))[0]
+    assert renamed[:1] == b"[" and decoder.decode(renamed) == (1.0, {"reach": 1.0}) and len(checked) == 2
+    assert decoder.decode(b'{"error": "ValueError: x", "kind": "exception"}') == {"error": "ValueError: x", "kind": "exception"}
+    with pytest.raises(SandboxFailure, match="not JSON"):
+        decoder.decode(b"\x80garbage")
+
+
+TYPES_CODE = '''
+import numpy as np
+
+
+def compute_dense_reward(self, action):
+    numpy_float = 1.0 if isinstance(self.torso.x_velocity, np.float64) else 0.0
+    int_step = 1.0 if isinstance(self.episode_step, int) and not isinstance(self.episode_step, bool) else 0.0
+    ctrl = float(np.square(action).sum())
+    joints = float(len(self.joint_names)) + (1.0 if self.joint_names[0].endswith("thigh") else 0.0)
+    return float(self.torso.x_velocity) - ctrl, {"numpy_float": numpy_float, "int_step": int_step, "ctrl": ctrl, "joints": joints}
+'''
+
+
+def test_sandboxed_reward_keeps_types_when_the_view_structure_changes():
+    """A reset view holds a float where a step view holds a numpy float64: two schemas, exact answers."""
+    views = reset_and_step_views("halfcheetah/forward")
+    actions = [np.linspace(-1, 1, 6, dtype=np.float32), np.linspace(-1, 1, 6)]
+    trusted = ProgramReward(TYPES_CODE)
+    seen = set()
+    with SandboxedReward(TYPES_CODE, "types", Limits(bubblewrap=False)) as sandboxed:
+        for view in views * 3:
+            for action in actions:
+                expected = trusted(view, action, 0.0, False)
+                assert sandboxed(view, action, 0.0, False) == expected
+                seen.add((expected[1]["numpy_float"], expected[1]["ctrl"]))
+    assert len(seen) == 4  # both scalar types and both action dtypes really went through
+
+
+def test_serve_mode_views_are_read_only_and_actions_are_the_rewards_own(reach_states):
+    code = reach_reward(
+        "action[0] = 0.0\n"
+        "try:\n"
+        "    self.robot.ee_position.flags.writeable = True\n"
+        "    refused = 0.0\n"
+        "except ValueError:\n"
+        "    refused = 1.0\n"
+        "return refused, {'refused': refused, 'd': -d}"
+    )
+    view, action = reach_states[0]
+    action = np.array(action)
+    with SandboxedReward(code, "writer", Limits(bubblewrap=False)) as sandboxed:
+        total, components = sandboxed(view, action, 0.0, False)
+        assert sandboxed(view, action, 0.0, False) == (total, components)
+    assert total == 1.0 and components["refused"] == 1.0
+    assert action[0] == reach_states[0][1][0]  # the parent's action is untouched

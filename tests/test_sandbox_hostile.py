@@ -316,3 +316,49 @@ def test_host_untouched(sentinel):
     sentinel["listener"].settimeout(0.2)
     with pytest.raises(socket.timeout):
         sentinel["listener"].accept()
+
+
+# A compromised training worker writes its own frames on the reply pipe (os.write is not audited).
+FORGE = "import numpy as np\n" + FIND_OS + '''
+calls = []
+
+
+def forge(data):
+    os = find_os()
+    for fd in range(3, 16):
+        try:
+            os.write(fd, data)
+        except Exception:
+            pass
+
+
+def compute_dense_reward(self, action):
+    calls.append(1)
+    if len(calls) == FORGE_AT:
+        forge(FRAME)
+    return 0.0
+'''
+FORGED = [
+    # a packed reply before any JSON reply named the components: nothing to pair its numbers with
+    ("packed_before_names", 1, b"\x00\x00\x00\x11R" + b"\x00" * 16, "malformed reply"),
+    # a packed reply with one number too many for the names already checked
+    ("packed_wrong_size", 2, b"\x00\x00\x00\x19R" + b"\x00" * 24, "malformed reply"),
+    ("huge_length", 2, b"\xff\xff\xff\xff", "exceeds the 4,194,304-byte limit"),
+]
+
+
+@pytest.mark.parametrize("name, forge_at, frame, reason", FORGED, ids=[f[0] for f in FORGED])
+def test_forged_training_replies_are_refused(name, forge_at, frame, reason, samples):
+    from sim_envs.errors import RewardProgramError
+    from text2reward.sandbox import SandboxedReward
+
+    code = FORGE.replace("FORGE_AT", str(forge_at)).replace("FRAME", repr(frame))
+    view, action = samples[0]
+    sandboxed = SandboxedReward(code, name, Limits(bubblewrap=False))
+    pid = sandboxed._start(view).pid  # started ahead of the first call, to watch it end
+    for _ in range(forge_at - 1):
+        assert sandboxed(view, action, 0.0, False) == (0.0, {"reward": 0.0})
+    with pytest.raises(RewardProgramError, match=reason):
+        sandboxed(view, action, 0.0, False)
+    assert sandboxed._worker is None and not Path(f"/proc/{pid}").exists()  # killed, not trusted further
+    sandboxed.close()

@@ -1,8 +1,9 @@
 """The parent's handle on one sandboxed worker process: start, talk with deadlines, kill.
 
 Why the parent enforces time: a jailed process can ignore signals and spin; only the parent's
-wall clock and SIGKILL are beyond its reach. Replies are parsed as JSON and re-checked, since a
-compromised worker can write anything on its pipe.
+wall clock and SIGKILL are beyond its reach. Replies are parsed as JSON (or, for a training
+worker's steady state, unpacked as doubles of a size fixed by names already checked) and re-checked,
+since a compromised worker can write anything on its pipe.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import threading
 import time
 from typing import Any
 
-from text2reward.sandbox.channel import MAX_REPLY_BYTES, ChannelClosed, ChannelTimeout, frame, read_frame, write_all
+from text2reward.sandbox.channel import MAX_REPLY_BYTES, ChannelClosed, ChannelTimeout, FrameReader, frame, write_all
 from text2reward.sandbox.isolation import NOBODY, bubblewrap_prefix, bubblewrap_usable, describe, python_command, worker_env
 from text2reward.sandbox.limits import Limits
+from text2reward.sandbox.wire import REPLY, reply_struct
 from text2reward.sandbox.worker import MAX_COMPONENTS, MAX_NAME_CHARS
 from sim_envs.errors import ConfigError
 
@@ -57,6 +59,7 @@ class WorkerProcess:
         self._in = self._proc.stdin.fileno()
         self._out = self._proc.stdout.fileno()
         os.set_blocking(self._in, False)
+        self._reader = FrameReader(self._out)
         self._stderr = _Tail(self._proc.stderr)
 
     def alive(self) -> bool:
@@ -81,7 +84,7 @@ class WorkerProcess:
     def receive_raw(self, deadline: float) -> bytes:
         """One frame's bytes; on a timeout or a dead worker, kill it and raise SandboxFailure."""
         try:
-            return read_frame(self._out, deadline, MAX_REPLY_BYTES)
+            return self._reader.read(deadline, MAX_REPLY_BYTES)
         except ChannelTimeout:
             raise self._failure(timed_out=True) from None
         except ChannelClosed as exc:
@@ -94,10 +97,18 @@ class WorkerProcess:
         except (ValueError, RecursionError):
             raise self._failure(detail="it sent a reply that is not JSON") from None
 
-    def request(self, payload: bytes, seconds: float) -> Any:
+    def exchange(self, data: bytes, seconds: float) -> bytes:
+        """Write ready-made frames (headers included), return the reply frame's bytes, all within `seconds`.
+
+        One call per env step in training: one write, one poll and usually one read."""
         deadline = time.monotonic() + seconds
-        self.send(payload, deadline)
-        return self.receive(deadline)
+        try:
+            write_all(self._in, data, deadline)
+            return self._reader.read(deadline, MAX_REPLY_BYTES)
+        except ChannelTimeout:
+            raise self._failure(timed_out=True) from None
+        except ChannelClosed as exc:
+            raise self._failure(detail=str(exc) if "exceeds" in str(exc) else None) from None
 
     def close(self, grace: float = 1.0) -> None:
         """Close the pipe (the worker exits on EOF), kill it if it lingers, remove its scratch dir."""
@@ -193,6 +204,34 @@ def parse_output(item: Any) -> tuple[float, dict[str, float]]:
             raise SandboxFailure("the reward process sent a malformed reply")
         components[key] = float(value)
     return float(total), components
+
+
+class ReplyDecoder:
+    """Decodes a training worker's replies: JSON, checked by `parse_output`, or packed doubles.
+
+    Packed replies carry no names: they reuse the names of the last JSON reply, which this side
+    has already checked, and must be exactly one double per name plus the total."""
+
+    def __init__(self) -> None:
+        self._names: tuple[str, ...] | None = None
+        self._struct = None
+
+    def decode(self, data: bytes) -> tuple[float, dict[str, float]] | dict[str, Any]:
+        """(total, components), or the worker's error reply (a dict with "error")."""
+        if data[:1] == REPLY:
+            if self._struct is None or len(data) != 1 + self._struct.size:
+                raise SandboxFailure("the reward process sent a malformed reply")
+            values = self._struct.unpack_from(data, 1)
+            return values[0], dict(zip(self._names, values[1:]))
+        try:
+            reply = json.loads(data)
+        except (ValueError, RecursionError):
+            raise SandboxFailure("the reward process sent a reply that is not JSON") from None
+        if isinstance(reply, dict) and "error" in reply:
+            return reply
+        total, components = parse_output(reply)
+        self._names, self._struct = tuple(components), reply_struct(len(components))
+        return total, components
 
 
 class _Tail:

@@ -2,12 +2,13 @@
 
 Why a persistent worker: starting a jailed Python per step would cost ~0.2 s; one long-lived
 worker per env costs one pipe round trip per step. The worker starts on the first call, when the
-view's class (and so the module to import before lock-down) is known.
+view's class (and so the module to import before lock-down) is known. Views travel in the compact
+format of wire.py (a schema once, then only numbers), not as pickles: pickling was most of the
+cost of a step.
 """
 
 from __future__ import annotations
 
-import pickle
 import time
 from typing import Any
 
@@ -15,8 +16,9 @@ import numpy as np
 
 from sim_envs.errors import RewardProgramError
 from text2reward.sandbox.limits import Limits
-from text2reward.sandbox.process import SandboxFailure, WorkerProcess, parse_output
+from text2reward.sandbox.process import ReplyDecoder, SandboxFailure, WorkerProcess
 from text2reward.sandbox.runner import view_modules
+from text2reward.sandbox.wire import ViewEncoder
 
 
 class SandboxedReward:
@@ -27,18 +29,20 @@ class SandboxedReward:
         self.name = name
         self.limits = limits or Limits()
         self._worker: WorkerProcess | None = None
+        self._encoder: ViewEncoder | None = None
+        self._replies: ReplyDecoder | None = None
 
     def __call__(self, view: Any, action: np.ndarray, native_reward: float, step_success: bool) -> tuple[float, dict[str, float]]:
         worker = self._worker or self._start(view)
-        payload = pickle.dumps((view, np.asarray(action)), protocol=pickle.HIGHEST_PROTOCOL)
+        data = self._encoder.encode(view, np.asarray(action))
         try:
-            reply = worker.request(payload, self.limits.call_seconds)
-            if isinstance(reply, dict) and "error" in reply:
-                raise RewardProgramError(f"reward program '{self.name}' failed:\n{str(reply['error'])[:4000]}")
-            return parse_output(reply)
+            reply = self._replies.decode(worker.exchange(data, self.limits.call_seconds))
         except SandboxFailure as exc:
             self.close()
             raise RewardProgramError(f"reward program '{self.name}' failed: {exc}") from None
+        if type(reply) is dict:
+            raise RewardProgramError(f"reward program '{self.name}' failed:\n{str(reply['error'])[:4000]}")
+        return reply
 
     @property
     def isolation(self) -> str:
@@ -47,7 +51,8 @@ class SandboxedReward:
     def _start(self, view: Any) -> WorkerProcess:
         worker = WorkerProcess(self.limits, mode="serve")
         deadline = time.monotonic() + self.limits.wall_seconds
-        hello = {"code": self.source, "modules": view_modules([view])}
+        modules = view_modules([view])
+        hello = {"code": self.source, "modules": modules}
         try:
             worker.start(hello, deadline)
             reply = worker.receive(deadline)
@@ -58,12 +63,12 @@ class SandboxedReward:
             worker.close()
             error = reply.get("error") if isinstance(reply, dict) else None
             raise RewardProgramError(f"reward program '{self.name}' could not start:\n{str(error)[:4000]}")
-        self._worker = worker
+        self._worker, self._encoder, self._replies = worker, ViewEncoder(modules), ReplyDecoder()
         return worker
 
     def close(self) -> None:
         """Stop the worker; the next call starts a fresh one."""
-        worker, self._worker = self._worker, None
+        worker, self._worker, self._encoder, self._replies = self._worker, None, None, None
         if worker is not None:
             worker.close()
 
@@ -84,4 +89,4 @@ class SandboxedReward:
         return {"source": self.source, "name": self.name, "limits": self.limits}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _worker=None)
+        self.__dict__.update(state, _worker=None, _encoder=None, _replies=None)

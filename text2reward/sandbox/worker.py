@@ -1,7 +1,8 @@
 """The isolated process that runs untrusted reward code: `python -m text2reward.sandbox.worker CONFIG`.
 
 Two modes share one lock-down sequence:
-- `serve`: one long-lived process per training env, answering one reward call per frame;
+- `serve`: one long-lived process per training env, answering one reward call per frame (views
+  arrive in wire.py's compact format: a schema once, then numbers; replies settle into packed doubles);
 - `zygote`: a trusted process that has imported numpy and the views once and forks a fresh child
   per validation request (a fork costs milliseconds, a fresh interpreter ~0.3 s). Children read
   their request from memory inherited at the fork, answer on their own pipe, and are killed by the
@@ -14,10 +15,11 @@ The lock-down, in order, in the process that will run the untrusted code:
    `_posixsubprocess.fork_exec`, the one process-spawning call CPython does not audit, removed;
 4. an audit hook that denies every audited event (open, socket, subprocess, os.system/exec/fork/
    kill, ctypes, import, compile, exec, gc introspection, setrlimit, ...) except reading special
-   attributes, unpickling the parent's views, and the single exec of the reward module itself.
+   attributes, unpickling the parent's views (the views that the compact format cannot carry), and the
+   single exec of the reward module itself.
    The hook keeps no switch that reachable code could flip;
 5. the reward module runs with restricted builtins whose `__import__` hands out loaded allowed
-   modules only. fds 0 and 1 point at /dev/null; replies go out as JSON on a private pipe.
+   modules only. fds 0 and 1 point at /dev/null; replies go out on a private pipe.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import signal
 import sys
 import time
 
-from text2reward.sandbox.channel import ChannelClosed, ChannelTimeout, MAX_REPLY_BYTES, frame, read_frame, write_all
+from text2reward.sandbox.channel import ChannelClosed, ChannelTimeout, FrameReader, MAX_REPLY_BYTES, frame, read_frame, write_all
 
 FILENAME = "<reward>"
 MAX_COMPONENTS = 64
@@ -54,22 +56,37 @@ def _serve(config: dict) -> int:
     """A training worker: limits first, then imports, lock-down, and one reply per request frame."""
     _apply_limits(config)
     proto_in, proto_out = _claim_stdio()
-    hello = pickle.loads(read_frame(proto_in))
+    reader = FrameReader(proto_in)
+    hello = pickle.loads(reader.read())
     modules = _import_trusted(hello["code"], hello["modules"])
-    program = _load(hello, modules, config)
+    from text2reward.sandbox.wire import PICKLE, ReplyEncoder, ViewDecoder
+
+    views, replies = ViewDecoder(hello["modules"]), ReplyEncoder(check=_check_components)
+    program = _load(hello, modules, config, timed=False)
     if isinstance(program, dict):
         _send(proto_out, program)
         return 0
     _send(proto_out, {"ready": True})
     while True:
         try:
-            blob = read_frame(proto_in)
+            payload = reader.read()
         except ChannelClosed:
             return 0
+        if payload[:1] == PICKLE:  # a pickled view: unpickling is audited, and its failures are feedback
+            try:
+                request = views.feed(payload)
+            except BaseException as exc:
+                _send(proto_out, {"error": format_error(exc, hello["code"]), "kind": "exception"})
+                continue
+        else:
+            request = views.feed(payload)  # the parent's own format: a failure here is a bug, so the worker stops
+            if request is None:
+                continue
         try:
-            _send(proto_out, program(*pickle.loads(blob)))
+            reply = replies.encode(*program(*request))
         except BaseException as exc:  # untrusted code: every failure is feedback
-            _send(proto_out, {"error": format_error(exc, hello["code"]), "kind": _kind(exc)})
+            reply = frame(json.dumps({"error": format_error(exc, hello["code"]), "kind": _kind(exc)}).encode())
+        write_all(proto_out, reply)
 
 
 def _zygote() -> int:
@@ -211,8 +228,13 @@ def _import_trusted(code: str, view_modules: list[str]) -> dict:
     return {name: importlib.import_module(name) for name in sorted(wanted)}
 
 
-def _load(hello: dict, modules: dict, config: dict):
-    """Compile, lock down, run the module body: the reward caller, or an error reply."""
+def _load(hello: dict, modules: dict, config: dict, timed: bool = True):
+    """Compile, lock down, run the module body: the reward caller, or an error reply.
+
+    The caller returns [total, components, nanoseconds] with the components checked; with
+    `timed=False` (a training worker, where every microsecond is paid per env step) it returns
+    (total, components) and leaves the component check to the reply encoder, which runs it
+    whenever the names change: unchanged names were checked already."""
     from policies.reward_program import normalise_output
 
     code = hello["code"]
@@ -241,7 +263,10 @@ def _load(hello: dict, modules: dict, config: dict):
         _check_components(components)
         return [total, components, elapsed]
 
-    return call
+    def lean_call(view, action) -> tuple[float, dict]:
+        return normalise_output(entry(view, action))
+
+    return call if timed else lean_call
 
 
 SAFE_BUILTINS = (
