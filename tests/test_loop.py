@@ -120,12 +120,12 @@ def _wait_for(predicate, timeout: float, what: str):
 
 
 def test_killed_worker_then_resume_keeps_finished_results(tmp_path):
-    runs = tmp_path / "runs"
+    runs = tmp_path / "runs"  # passed as the relative `runs`, as a user would type it
     command = [sys.executable, "-m", "text2reward.cli", "run", "--task", "fetch/reach", "--llm", "heuristic",
                "--rounds", "1", "--samples", "2", "--workers", "1", "--steps", "600", "--final-seeds", "1",
                "--no-compare-expert", "--eval-freq", "300", "--eval-episodes", "1",
-               "--hp", "learning_starts=50", "--hp", "batch_size=32", "--runs-dir", str(runs)]
-    main = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+               "--hp", "learning_starts=50", "--hp", "batch_size=32", "--runs-dir", "runs"]
+    main = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
     try:
         run_dir = _wait_for(lambda: next(iter(runs.glob("*/config.json")), None), 60, "the run directory").parent
         first_done = _wait_for(lambda: (p := run_dir / "rounds/r0/s0/training/done.json").is_file() and p, 240, "s0 to finish")
@@ -141,7 +141,8 @@ def test_killed_worker_then_resume_keeps_finished_results(tmp_path):
     assert "t2r resume" in output
     kept = first_done.stat().st_mtime_ns, (run_dir / "rounds/r0/s0/candidate.json").read_text()
 
-    resumed = t2r("resume", run_dir.name, "--runs-dir", runs, timeout=300)
+    assert not (run_dir / "runs").exists(), "stage files must not nest under a second runs/ folder"
+    resumed = t2r("resume", run_dir.name, "--runs-dir", "runs", timeout=300, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert store.state()["status"] == "finished"
     assert [c["status"] for c in store.candidates()] == ["trained", "trained"]

@@ -73,7 +73,7 @@ class RunStore:
     """One run directory. Paths are derived, never stored, so a moved run still opens."""
 
     def __init__(self, root: Path):
-        self.root = Path(root)
+        self.root = Path(root).resolve()  # absolute: stage paths built from it must not be re-joined onto it
 
     @property
     def run_id(self) -> str:
