@@ -180,7 +180,7 @@ def train(
         wall_seconds=round(wall, 2),
         steps_per_second=round(model.num_timesteps / max(wall, 1e-9), 1),
         success_rate=final.success_rate,
-        best_success_rate=max(p["success_rate"] for p in evaluator.curve),
+        best_success_rate=max([final.success_rate, *(p["success_rate"] for p in evaluator.curve)]),
         mean_return=final.mean_return,
         mean_native_return=final.mean_native_return,
         curve=evaluator.curve,
