@@ -49,8 +49,8 @@ class Hostile:
     slow: bool = False
 
     @property
-    def reason(self) -> str:
-        """A phrase the runtime error must contain: the layer that stopped it, in words."""
+    def reason(self) -> str | tuple[str, ...]:
+        """A phrase the runtime error must contain (or one of several): the layer that stopped it, in words."""
         return REASONS[self.name]
 
 
@@ -140,7 +140,7 @@ REASONS = {
     "import_socket": "import of 'socket' is not allowed",
     "import_ctypes": "import of 'ctypes' is not allowed",
     "import_sys_modules": "import of 'sys' is not allowed",
-    "from_numpy_f2py": "blocked 'import'",
+    "from_numpy_f2py": ("blocked 'import'", "blocked 'os.system'"),
     "dunder_import": "import of 'os' is not allowed",
     "builtins_dict": "import of 'os' is not allowed",
     "subclasses_os_system": "blocked 'os.system'",
@@ -157,8 +157,10 @@ REASONS = {
     "subclasses_signal_ignore_loop": "killed by SIGKILL",
     "getattr_f2py": "name 'getattr' is not defined",
     "vars_numpy": "name 'vars' is not defined",
-    "numpy_f2py_os": "blocked 'import'",
-    "numpy_ctypeslib": "blocked 'import'",
+    # numpy loads these lazily: blocked at the import, or (once scipy has loaded them into the
+    # long-lived zygote) at the call they reach
+    "numpy_f2py_os": ("blocked 'import'", "blocked 'os.system'"),
+    "numpy_ctypeslib": ("blocked 'import'", "blocked 'ctypes.dlopen'"),
     "numpy_save": "blocked 'open'",
     # numpy swallows the hook's PermissionError and reports SystemError; the file is still never opened
     "numpy_tofile": "SystemError",
@@ -251,7 +253,8 @@ def test_runtime_layer_alone_stops_it(program, sentinel, samples):
     result = run_reward(fill(program.code, sentinel), samples, FAST)
     if program.runtime:
         assert result.error, f"{program.name} ran to completion"
-        assert program.reason in result.error
+        reasons = program.reason if isinstance(program.reason, tuple) else (program.reason,)
+        assert any(reason in result.error for reason in reasons), result.error
         assert sentinel["token"] not in result.error
     else:
         assert result.ok

@@ -49,8 +49,22 @@ def worker_env(home: str) -> dict[str, str]:
     }
 
 
+def hidden_by_tmpfs() -> list[str]:
+    """Paths the worker needs (interpreter, import path, this project) that the jail's empty /tmp
+    would hide: a virtual environment or a checkout under /tmp, as CI clones often are."""
+    import text2reward
+
+    needed = {sys.prefix, sys.base_prefix, os.path.dirname(sys.executable), *(p for p in sys.path if p)}
+    needed.add(os.path.dirname(os.path.dirname(os.path.abspath(text2reward.__file__))))
+    under_tmp = sorted({os.path.realpath(p) for p in needed if os.path.exists(p)})
+    under_tmp = [p for p in under_tmp if p.startswith("/tmp/")]
+    # keep only outermost paths: binding a folder also shows everything below it
+    return [p for p in under_tmp if not any(p.startswith(q + "/") for q in under_tmp if q != p)]
+
+
 def bubblewrap_prefix() -> list[str]:
-    return [shutil.which("bwrap") or "bwrap", *BWRAP_ARGS, "--"]
+    rebinds = [arg for path in hidden_by_tmpfs() for arg in ("--ro-bind", path, path)]
+    return [shutil.which("bwrap") or "bwrap", *BWRAP_ARGS, *rebinds, "--"]
 
 
 @functools.lru_cache(maxsize=1)
