@@ -28,6 +28,7 @@ from policies.reward_program import ProgramReward, normalise_output
 from policies.task_env import TaskRewardWrapper, make_task_env
 from sim_envs.registry import get_task
 from sim_envs.task import Task
+from timing import stepper
 
 DEFAULT_TASKS = (
     "metaworld/reach-v3",
@@ -108,27 +109,6 @@ def program_for(task: Task) -> ProgramReward:
     if name not in PROGRAMS:
         raise SystemExit(f"no benchmark reward program for {name} ({task.id}); add one to PROGRAMS")
     return ProgramReward(PROGRAMS[name], name=f"bench_{name}")
-
-
-def stepper(env: Any, actions: np.ndarray, seed: int) -> Callable[[int], float]:
-    """A function that steps `env` n times through `actions` (resetting on done), returning seconds."""
-    env.reset(seed=seed)
-    state = {"i": 0, "episode": seed}
-
-    def run(n: int) -> float:
-        i = state["i"]
-        start = time.perf_counter()
-        for _ in range(n):
-            _, _, terminated, truncated, _ = env.step(actions[i])
-            i = (i + 1) % len(actions)
-            if terminated or truncated:
-                state["episode"] += 1
-                env.reset(seed=state["episode"])
-        elapsed = time.perf_counter() - start
-        state["i"] = i
-        return elapsed
-
-    return run
 
 
 PARTS = ("env", "view", "success", "program", "check")

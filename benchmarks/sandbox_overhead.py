@@ -31,6 +31,7 @@ from policies.reward_program import ProgramReward
 from policies.task_env import make_task_env
 from sim_envs.registry import get_task
 from text2reward.sandbox import Limits, SandboxedReward, collect_states
+from timing import stepper
 
 # Small programs of the kind a model writes, one per view class: a few norms or exp terms and a control cost.
 PROGRAMS: dict[str, str] = {
@@ -84,27 +85,6 @@ def call_block(reward: Any, samples: list[tuple[Any, np.ndarray]]) -> Callable[[
             view, action = samples[i]
             reward(view, action, 0.0, False)
             i = (i + 1) % len(samples)
-        elapsed = time.perf_counter() - start
-        state["i"] = i
-        return elapsed
-
-    return run
-
-
-def step_block(env: Any, actions: np.ndarray, seed: int) -> Callable[[int], float]:
-    """A function that steps `env` n times through `actions` (resetting on done) and returns the seconds taken."""
-    env.reset(seed=seed)
-    state = {"i": 0, "episode": seed}
-
-    def run(n: int) -> float:
-        i = state["i"]
-        start = time.perf_counter()
-        for _ in range(n):
-            _, _, terminated, truncated, _ = env.step(actions[i])
-            i = (i + 1) % len(actions)
-            if terminated or truncated:
-                state["episode"] += 1
-                env.reset(seed=state["episode"])
         elapsed = time.perf_counter() - start
         state["i"] = i
         return elapsed
@@ -169,7 +149,7 @@ def env_rows(steps: int, repeats: int, limits: Limits, seed: int) -> list[dict[s
         space.seed(seed)
         actions = np.stack([space.sample() for _ in range(4096)])
         try:
-            trusted_s, sandboxed_s, ratio = interleave(step_block(trusted_env, actions, seed), step_block(sandboxed_env, actions, seed), steps, repeats)
+            trusted_s, sandboxed_s, ratio = interleave(stepper(trusted_env, actions, seed), stepper(sandboxed_env, actions, seed), steps, repeats)
         finally:
             trusted_env.close()
             sandboxed_env.close()

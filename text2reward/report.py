@@ -74,7 +74,7 @@ def _fmt(value: Any) -> str:
 
 
 def write_report(store: RunStore) -> Path:
-    config, state = store.config(), store.state()
+    config = store.config()
     candidates = store.candidates()
     final = store.read_json("final/summary.json") or {}
     from text2reward.loop import best_candidate
