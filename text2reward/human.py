@@ -51,7 +51,8 @@ def submit_feedback(
 ) -> dict[str, Any]:
     """Record the event and add the round it will produce; `t2r resume` (or the dashboard) runs it."""
     if store.state().get("status") == "running":
-        raise ConfigError(f"run {store.run_id} is still running; give feedback when it has finished or stopped")
+        raise ConfigError(f"run {store.run_id} is still running; give feedback when it has finished "
+                          f"(if its process was killed, `t2r resume {store.run_id}` finishes it first)")
     if best or worst:
         if not (best and worst) or best == worst:
             raise ConfigError("a preference needs two different trained candidates, one best and one worst (e.g. best r0-s0, worst r0-s1)")
