@@ -23,6 +23,7 @@ from typing import Any
 
 from policies.io import write_json_atomic
 from policies.train import TrainConfig, TrainResult, train
+from timing import parse_steps
 
 # Budgets sized for a 2-core CPU machine (FACTS: SB3 SAC ~50-70 steps/s, PPO ~1,700 steps/s with 2 envs):
 # MetaWorld reach-v3 was solved at ~14k SAC steps and drawer-close at ~6k; Fetch reach is quick.
@@ -36,24 +37,8 @@ DEFAULT_BUDGETS: dict[str, int] = {
 SOLVED = 0.8  # a task counts as solved at the first evaluation with this success rate or more
 
 
-def parse_steps(items: list[str], tasks: list[str]) -> dict[str, int]:
-    """`--steps N` sets every task's budget; `--steps TASK=N` sets one task's."""
-    budgets = {task: DEFAULT_BUDGETS.get(task, 20_000) for task in tasks}
-    for item in items:
-        task, _, value = item.rpartition("=")
-        try:
-            steps = int(value)
-        except ValueError:
-            raise SystemExit(f"--steps {item!r}: expected N or TASK=N with an integer N") from None
-        if steps <= 0:
-            raise SystemExit(f"--steps {item!r}: the number of steps must be positive")
-        if not task:
-            budgets = dict.fromkeys(budgets, steps)
-        elif task in budgets:
-            budgets[task] = steps
-        else:
-            raise SystemExit(f"--steps {item!r}: {task} is not in --tasks ({', '.join(tasks)})")
-    return budgets
+def task_budgets(items: list[str], tasks: list[str]) -> dict[str, int]:
+    return parse_steps(items, {task: DEFAULT_BUDGETS.get(task, 20_000) for task in tasks})
 
 
 def machine() -> dict[str, Any]:
@@ -113,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="out/expert_baselines", help="run directories and summary.json (default out/expert_baselines)")
     args = parser.parse_args(argv)
-    budgets = parse_steps(args.steps, args.tasks)
+    budgets = task_budgets(args.steps, args.tasks)
     info = machine()
     print(json.dumps(info), flush=True)
     results = []

@@ -1,4 +1,4 @@
-"""Timing helpers shared by the benchmarks (run as scripts: `benchmarks/` is on sys.path)."""
+"""Helpers shared by the benchmarks (run as scripts: `benchmarks/` is on sys.path)."""
 
 from __future__ import annotations
 
@@ -28,3 +28,23 @@ def stepper(env: Any, actions: np.ndarray, seed: int) -> Callable[[int], float]:
         return elapsed
 
     return run
+
+
+def parse_steps(items: list[str], defaults: dict[str, int]) -> dict[str, int]:
+    """Budgets per task: `--steps N` sets every task's, `--steps TASK=N` one task's; `defaults` names the tasks."""
+    budgets = dict(defaults)
+    for item in items:
+        task, _, value = item.rpartition("=")
+        try:
+            steps = int(value)
+        except ValueError:
+            raise SystemExit(f"--steps {item!r}: expected N or TASK=N with an integer N") from None
+        if steps <= 0:
+            raise SystemExit(f"--steps {item!r}: the number of steps must be positive")
+        if not task:
+            budgets = dict.fromkeys(budgets, steps)
+        elif task in budgets:
+            budgets[task] = steps
+        else:
+            raise SystemExit(f"--steps {item!r}: {task} is not in --tasks ({', '.join(budgets)})")
+    return budgets
