@@ -17,12 +17,7 @@ MAX_TEXT = 4000
 
 
 def _candidate(store: RunStore, candidate_id: str) -> dict[str, Any]:
-    try:
-        round_part, sample_part = candidate_id.split("-")
-        path = f"rounds/{round_part}/{sample_part}/candidate.json"
-    except ValueError:
-        path = ""
-    record = store.read_json(path) if path else None
+    record = store.candidate(candidate_id)
     if record is None:
         raise ConfigError(f"run {store.run_id} has no candidate {candidate_id!r}; ids look like r0-s1 (see `t2r runs show {store.run_id}`)")
     if record["status"] != "trained":

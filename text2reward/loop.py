@@ -204,16 +204,13 @@ class Loop:
         """The candidate whose rollout the next prompt talks about."""
         if event is None:
             return best
-        candidate_id = event.get("candidate") or event.get("best")
-        round_part, sample_part = candidate_id.split("-")
-        return self.store.read_json(f"rounds/{round_part}/{sample_part}/candidate.json")
+        return self.store.candidate(event.get("candidate") or event.get("best"))
 
     def human_prompt(self, event: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         from text2reward import codegen
 
         def load(candidate_id: str) -> tuple[dict[str, Any], str, str]:
-            round_index, sample = (int(part[1:]) for part in candidate_id.split("-"))
-            candidate = self.store.read_json(f"rounds/r{round_index}/s{sample}/candidate.json")
+            candidate = self.store.candidate(candidate_id)
             code = self.store.root.joinpath(candidate["code_file"]).read_text()
             return candidate, code, candidate.get("behaviour_text", "")
 

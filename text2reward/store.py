@@ -9,6 +9,7 @@ index is rebuilt from it at any time.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 import uuid
@@ -138,6 +139,13 @@ class RunStore:
         pattern = f"rounds/r{round_index}/s*/candidate.json" if round_index is not None else "rounds/r*/s*/candidate.json"
         found = [json.loads(p.read_text()) for p in self.root.glob(pattern)]
         return sorted(found, key=lambda c: (c["round"], c["sample"]))
+
+    def candidate(self, candidate_id: str) -> dict[str, Any] | None:
+        """The candidate.json of an id like `r0-s1`; None when the id is malformed or unknown."""
+        match = re.fullmatch(r"r(\d+)-s(\d+)", candidate_id or "")
+        if match is None:
+            return None
+        return self.read_json(f"rounds/r{match[1]}/s{match[2]}/candidate.json")
 
     # --- human feedback events (who, when, what, which round it produced) -------------------
     def add_event(self, event: dict[str, Any]) -> dict[str, Any]:

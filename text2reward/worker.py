@@ -80,10 +80,11 @@ def run_job(job: TrainJob) -> dict[str, Any]:
     try:
         result = train(config, reward_fn=reward_fn, on_eval=publish)
         record: dict[str, Any] = {"result": result.to_dict()}
-        if job.analysis_episodes > 0:
+        if job.analysis_episodes > 0 or job.video:
             from policies.train import load_policy
 
             model, _ = load_policy(out / "train")
+        if job.analysis_episodes > 0:
             env = make_task_env(task, reward_fn, seed=job.seed + 20_000)
             try:
                 episodes = evaluate(env, model_actor(model), job.analysis_episodes, seed=job.seed + 20_000, record_views=True)
@@ -95,10 +96,8 @@ def run_job(job: TrainJob) -> dict[str, Any]:
             record["behaviour_text"] = describe_behaviour(task, views, successes)
             write_text_atomic(out / "feedback.md", record["feedback_text"])
         if job.video:
-            from policies.train import load_policy
             from policies.video import record_video
 
-            model, _ = load_policy(out / "train")
             info = record_video(task, model_actor(model), out / "rollout.mp4", episodes=1, seed=job.seed + 30_000, size=256, keyframes=4)
             record["video"] = info
     finally:
