@@ -13,6 +13,7 @@ medians and the median of the per-pair ratios, so drift hits both sides alike.
 
     python benchmarks/sandbox_overhead.py                          # about 1-2 minutes
     python benchmarks/sandbox_overhead.py --calls 1000 --repeats 5 --steps 500
+    python benchmarks/sandbox_overhead.py --isolation landlock     # the jail where bubblewrap is missing
 """
 
 from __future__ import annotations
@@ -179,9 +180,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000, help="env steps per timed block")
     parser.add_argument("--repeats", type=int, default=7, help="pairs of blocks per figure")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-bubblewrap", action="store_true", help="run the worker without the bubblewrap jail")
+    parser.add_argument("--isolation", default="auto", choices=["auto", "bubblewrap", "landlock"],
+                        help="the worker's jail (landlock: Landlock + seccomp, as where bubblewrap is missing)")
     args = parser.parse_args()
-    limits = Limits(bubblewrap=False) if args.no_bubblewrap else Limits()
+    limits = Limits(isolation=args.isolation)
     load = os.getloadavg()[0]
     started = time.monotonic()
     calls, isolation = per_call_rows(args.calls, args.repeats, limits)

@@ -59,6 +59,7 @@ class ExpertReward:
     """The environment's own dense reward, passed through."""
 
     name: str = "expert"
+    isolation: str = "none needed: the environment's own reward"
 
     def __call__(self, view: Any, action: np.ndarray, native_reward: float, step_success: bool) -> tuple[float, dict[str, float]]:
         return native_reward, {"expert": native_reward}
@@ -69,6 +70,7 @@ class SparseReward:
     """1 on steps where the task's success test holds, else 0: the no-shaping baseline."""
 
     name: str = "sparse"
+    isolation: str = "none needed: the task's own success test"
 
     def __call__(self, view: Any, action: np.ndarray, native_reward: float, step_success: bool) -> tuple[float, dict[str, float]]:
         value = 1.0 if step_success else 0.0
@@ -79,12 +81,14 @@ class SparseReward:
 class ProgramReward:
     """A `compute_dense_reward(self, action)` program, run in this process.
 
-    In-process execution is for trusted code (expert rewrites, a user's own file). Model-written
-    code goes through the sandbox first and trains in an isolated worker.
+    In-process execution is for trusted code only (expert rewrites, a user's own file passed with
+    `t2r train --trusted-reward`): the code shares the training process and can reach the simulator.
+    Model-written code goes through the sandbox and trains in a jailed worker (SandboxedReward).
     """
 
     source: str
     name: str = "program"
+    isolation: str = field(default="none: trusted code run in the training process (--trusted-reward)", init=False)
     function: Callable[..., Any] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -17,9 +17,9 @@ from policies.callbacks import ComponentStatsCallback, SuccessEvalCallback
 from policies.evaluate import evaluate, model_actor
 from policies.hyperparams import Hyperparams, load_hyperparams
 from policies.io import write_json_atomic
-from policies.reward_program import RewardFunction, reward_from_spec
+from policies.reward_program import RewardFunction, SparseReward, reward_from_spec
 from policies.task_env import make_task_env
-from sim_envs.errors import ConfigError
+from sim_envs.errors import ConfigError, RewardProgramError
 from sim_envs.registry import get_task
 from sim_envs.task import Task
 
@@ -65,6 +65,10 @@ class TrainResult:
     final_eval: dict[str, Any]
     model_path: str
     hyperparams: dict[str, Any]
+    reward_isolation: str = ""
+    """How the reward ran: a jail (model code), in-process (trusted), or built in."""
+    reward_failure: str | None = None
+    """Why training stopped early: the reward broke a limit or failed (the curve so far is kept)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -146,15 +150,22 @@ def train(
         save_freq=max(params.checkpoint_freq // params.n_envs, 1), save_path=str(out / "checkpoints"), name_prefix="model"
     )
     start = time.perf_counter()
+    failure = None
     try:
-        model.learn(
-            total_timesteps=steps,
-            callback=CallbackList([components, evaluator, checkpoints]),
-            progress_bar=config.progress,
-            tb_log_name="run",
-        )
+        try:
+            model.learn(
+                total_timesteps=steps,
+                callback=CallbackList([components, evaluator, checkpoints]),
+                progress_bar=config.progress,
+                tb_log_name="run",
+            )
+        except RewardProgramError as exc:  # the reward broke a limit: keep what was learned so far
+            failure = str(exc)
         wall = time.perf_counter() - start
         model.save(out / MODEL_FILE)
+        if failure is not None:  # the reward can no longer be called; the success test needs none
+            eval_env.close()
+            eval_env = make_task_env(task, SparseReward(), seed=config.seed + EVAL_SEED_OFFSET)
         final = evaluate(eval_env, model_actor(model), eval_episodes, seed=config.seed + EVAL_SEED_OFFSET)
     finally:
         train_env.close()
@@ -188,8 +199,12 @@ def train(
         final_eval=final.to_dict(),
         model_path=str(out / MODEL_FILE),
         hyperparams=asdict(params),
+        reward_isolation=str(getattr(reward_fn, "isolation", "")),
+        reward_failure=failure,
     )
     write_json_atomic(out / RESULT_FILE, result.to_dict())
+    if failure is not None:
+        raise RewardProgramError(f"{failure} (training stopped at step {result.steps}; the partial curve is in {out / RESULT_FILE})")
     return result
 
 

@@ -115,6 +115,13 @@ def test_ant_reward_with_scipy_validates():
     assert report.ok, report.errors
 
 
+# The jailed worker inherits the variables that select numeric kernels (OPENBLAS_CORETYPE...), so it
+# normally agrees to the last bit; a BLAS free to pick another kernel for the CPU may differ by an
+# ulp or two in a norm, hence a relative tolerance of 1e-12 (about 4,500 ulps at 1.0, far below
+# anything a reward could notice, far above kernel-choice noise).
+REWARD_RTOL = 1e-12
+
+
 def test_run_reward_matches_the_trusted_in_process_reward(reach_states):
     result = run_reward(REACH_CODE, reach_states[:20])
     trusted = ProgramReward(REACH_CODE)
@@ -122,7 +129,25 @@ def test_run_reward_matches_the_trusted_in_process_reward(reach_states):
     assert len(result.seconds) == 20
     for (view, action), (total, components) in zip(reach_states[:20], result.outputs):
         expected_total, expected_components = trusted(view, action, 0.0, False)
-        assert total == expected_total and components == expected_components
+        assert total == pytest.approx(expected_total, rel=REWARD_RTOL, abs=0.0)
+        assert components.keys() == expected_components.keys()
+        assert all(components[k] == pytest.approx(expected_components[k], rel=REWARD_RTOL, abs=0.0) for k in components)
+
+
+def test_worker_keeps_the_numeric_kernel_variables(monkeypatch):
+    """OPENBLAS_*, MKL_* and NPY_* reach the jail (a scrubbed OPENBLAS_CORETYPE changed norms by an ulp);
+    thread counts stay at one and nothing else of ours leaks in."""
+    from text2reward.sandbox.isolation import worker_env
+
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    monkeypatch.setenv("MKL_CBWR", "AVX2")
+    monkeypatch.setenv("NPY_DISABLE_CPU_FEATURES", "AVX512F")
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "8")
+    monkeypatch.setenv("T2R_TEST_SECRET", "hunter2")
+    env = worker_env()
+    assert env["OPENBLAS_CORETYPE"] == "Haswell" and env["MKL_CBWR"] == "AVX2" and env["NPY_DISABLE_CPU_FEATURES"] == "AVX512F"
+    assert env["OPENBLAS_NUM_THREADS"] == "1"
+    assert "T2R_TEST_SECRET" not in env and "hunter2" not in str(env)
 
 
 # --- validation: each check fails when it should ---
@@ -232,7 +257,10 @@ def test_sandboxed_reward_raises_the_trimmed_traceback(reach):
 def test_sandboxed_reward_stops_a_hung_call_and_reports_start_errors(reach, reach_states):
     view, action = reach_states[0]
     hung = SandboxedReward(reach_reward("while True:\n    pass"), "hung", Limits(call_seconds=1.0))
-    with pytest.raises(RewardProgramError, match="did not finish within the time limit"):
+    with pytest.raises(RewardProgramError, match="used more than 50 ms of CPU time"):
+        hung(view, action, 0.0, False)
+    assert hung._worker is None
+    with pytest.raises(RewardProgramError, match="used more than 50 ms of CPU time"):  # failed for good: no fresh worker
         hung(view, action, 0.0, False)
     assert hung._worker is None
     broken = SandboxedReward("import numpy as np\nx = 1 / 0\ndef compute_dense_reward(self, action):\n    return 0.0\n", "broken")
@@ -271,7 +299,7 @@ def test_serve_mode_is_locked_down_too(reach_states, tmp_path):
     view, action = reach_states[0]
     target = tmp_path / "written"
     code = reach_reward(f"np.save({str(target)!r}, np.zeros(1))\nreturn -d")
-    with SandboxedReward(code, "writer", Limits(bubblewrap=False)) as sandboxed:
+    with SandboxedReward(code, "writer", Limits(isolation="landlock")) as sandboxed:
         with pytest.raises(RewardProgramError, match="blocked 'open'"):
             sandboxed(view, action, 0.0, False)
     assert not any(tmp_path.iterdir())
@@ -459,7 +487,7 @@ def test_sandboxed_reward_keeps_types_when_the_view_structure_changes():
     actions = [np.linspace(-1, 1, 6, dtype=np.float32), np.linspace(-1, 1, 6)]
     trusted = ProgramReward(TYPES_CODE)
     seen = set()
-    with SandboxedReward(TYPES_CODE, "types", Limits(bubblewrap=False)) as sandboxed:
+    with SandboxedReward(TYPES_CODE, "types", Limits(isolation="landlock")) as sandboxed:
         for view in views * 3:
             for action in actions:
                 expected = trusted(view, action, 0.0, False)
@@ -480,7 +508,7 @@ def test_serve_mode_views_are_read_only_and_actions_are_the_rewards_own(reach_st
     )
     view, action = reach_states[0]
     action = np.array(action)
-    with SandboxedReward(code, "writer", Limits(bubblewrap=False)) as sandboxed:
+    with SandboxedReward(code, "writer", Limits(isolation="landlock")) as sandboxed:
         total, components = sandboxed(view, action, 0.0, False)
         assert sandboxed(view, action, 0.0, False) == (total, components)
     assert total == 1.0 and components["refused"] == 1.0

@@ -1,10 +1,12 @@
 """A battery of hostile and broken reward programs against every layer of the sandbox.
 
 Each program must be turned away by the static pass *and*, run straight through the runtime
-layer (`run_reward`, no static pass), stopped with a reason. Sentinels prove the host untouched:
-a world-writable directory the programs write into stays empty, a world-readable secret they read
-never appears in any report, and a TCP listener on 127.0.0.1 they dial accepts no connection.
-Runs use no bubblewrap (the in-process layers alone); a subset repeats under `validate`.
+(`run_reward`, no static pass) under each jail (bubblewrap, and Landlock + seccomp as where
+bubblewrap is missing), stopped with a reason. Most are first stopped by the lint layer (audit
+hook, restricted builtins), whose messages the model can act on; test_sandbox_jail.py switches
+that layer off and attacks the jail alone. Sentinels prove the host untouched: a world-writable
+directory the programs write into stays empty, a world-readable secret they read never appears in
+any report, and a TCP listener on 127.0.0.1 they dial accepts no connection.
 """
 
 from __future__ import annotations
@@ -25,7 +27,12 @@ import pytest
 
 from sim_envs import get_task
 from text2reward.sandbox import Limits, collect_states, run_reward, static_check, validate
-from text2reward.sandbox.isolation import bubblewrap_prefix, bubblewrap_usable
+from text2reward.sandbox.isolation import bubblewrap_argv, check
+
+MECHANISMS = [
+    pytest.param(m, marks=pytest.mark.skipif(isinstance(check(m), str), reason=f"{m} unavailable here: {check(m)}"))
+    for m in ("bubblewrap", "landlock")
+]
 
 # Reaches `os` at run time without an import statement: the classic escape through a class that
 # holds a module whose globals hold the real builtins.
@@ -89,6 +96,7 @@ PROGRAMS = [
     Hostile("subclasses_signal_ignore_loop", reward(
         's = find_os().sys.modules["signal"]\ns.signal(s.SIGTERM, s.SIG_IGN)\ns.signal(s.SIGXCPU, s.SIG_IGN)\nwhile True:\n    pass',
         "import numpy as np\n" + FIND_OS), slow=True),
+    Hostile("match_class_dunder", reward('match ():\n    case tuple(__class__=t):\n        return 0.0\nreturn 1.0'), runtime=False),
     Hostile("getattr_f2py", reward('getattr(np, "f2py").os.system("touch TARGET/getattr")\nreturn 0.0')),
     Hostile("vars_numpy", reward('vars(np)["f2py"].os.system("touch TARGET/vars")\nreturn 0.0')),
     Hostile("numpy_f2py_os", reward('np.f2py.os.system("touch TARGET/np_f2py")\nreturn 0.0')),
@@ -155,6 +163,7 @@ REASONS = {
     "subclasses_gc_objects": "blocked 'gc.get_objects'",
     "subclasses_setrlimit": "blocked 'resource.setrlimit'",
     "subclasses_signal_ignore_loop": "killed by SIGKILL",
+    "match_class_dunder": "",
     "getattr_f2py": "name 'getattr' is not defined",
     "vars_numpy": "name 'vars' is not defined",
     # numpy loads these lazily: blocked at the import, or (once scipy has loaded them into the
@@ -228,7 +237,8 @@ def fill(code: str, sentinel: dict) -> str:
     return code.replace("TARGET", str(sentinel["target"])).replace("SECRET", str(sentinel["secret"])).replace("PORT", str(sentinel["port"]))
 
 
-FAST = Limits(memory_mb=1024, cpu_seconds=1, wall_seconds=3.0, bubblewrap=False)
+def fast(mechanism: str) -> Limits:
+    return Limits(memory_mb=1024, cpu_seconds=1, wall_seconds=3.0, isolation=mechanism)
 
 
 def test_battery_is_large_enough():
@@ -247,10 +257,11 @@ def test_static_pass_verdict(program, sentinel):
         assert problems == []
 
 
+@pytest.mark.parametrize("mechanism", MECHANISMS)
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)
-def test_runtime_layer_alone_stops_it(program, sentinel, samples):
+def test_runtime_layer_alone_stops_it(program, mechanism, sentinel, samples):
     before = [view.robot.ee_position.copy() for view, _ in samples]
-    result = run_reward(fill(program.code, sentinel), samples, FAST)
+    result = run_reward(fill(program.code, sentinel), samples, fast(mechanism))
     if program.runtime:
         assert result.error, f"{program.name} ran to completion"
         reasons = program.reason if isinstance(program.reason, tuple) else (program.reason,)
@@ -262,18 +273,6 @@ def test_runtime_layer_alone_stops_it(program, sentinel, samples):
         assert all(sentinel["token"] not in name for name in components)
     assert all(np.array_equal(view.robot.ee_position, old) for (view, _), old in zip(samples, before))
     assert list(sentinel["target"].iterdir()) == []
-
-
-JAIL_SUBSET = ["subclasses_os_system", "subclasses_os_open_write", "subclasses_read_secret", "subclasses_socket", "subclasses_fork_bomb", "infinite_loop"]
-
-
-@pytest.mark.skipif(not bubblewrap_usable(), reason="bubblewrap is not installed or does not work here")
-@pytest.mark.parametrize("name", JAIL_SUBSET)
-def test_bubblewrap_jail_stops_it(name, sentinel, samples):
-    program = next(p for p in PROGRAMS if p.name == name)
-    result = run_reward(fill(program.code, sentinel), samples, Limits(cpu_seconds=1, wall_seconds=3.0, bubblewrap=True))
-    assert result.error and sentinel["token"] not in result.error
-    assert result.isolation.startswith("bubblewrap")
 
 
 JAIL_PROBE = """
@@ -292,12 +291,13 @@ except OSError as exc:
 """
 
 
-@pytest.mark.skipif(not bubblewrap_usable(), reason="bubblewrap is not installed or does not work here")
+@pytest.mark.skipif(isinstance(check("bubblewrap"), str), reason="bubblewrap is not installed or does not work here")
 def test_bubblewrap_jail_alone_blocks_writes_and_network(sentinel):
-    """The jail by itself, with no audit hook: plain Python inside it cannot write to / or dial out."""
-    command = bubblewrap_prefix() + [sys.executable, "-c", JAIL_PROBE, str(sentinel["target"]), str(sentinel["port"])]
+    """bwrap by itself, with no audit hook, seccomp or Landlock: plain Python inside it cannot see the
+    host's folders, write, or dial out."""
+    command = bubblewrap_argv() + [sys.executable, "-c", JAIL_PROBE, str(sentinel["target"]), str(sentinel["port"])]
     done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=True)
-    assert "write refused: Read-only file system" in done.stdout
+    assert "write refused: No such file or directory" in done.stdout
     assert "connect refused" in done.stdout and "connected" not in done.stdout.replace("connect refused", "")
 
 
@@ -357,7 +357,7 @@ def test_forged_training_replies_are_refused(name, forge_at, frame, reason, samp
 
     code = FORGE.replace("FORGE_AT", str(forge_at)).replace("FRAME", repr(frame))
     view, action = samples[0]
-    sandboxed = SandboxedReward(code, name, Limits(bubblewrap=False))
+    sandboxed = SandboxedReward(code, name, Limits(isolation="landlock"))
     pid = sandboxed._start(view).pid  # started ahead of the first call, to watch it end
     for _ in range(forge_at - 1):
         assert sandboxed(view, action, 0.0, False) == (0.0, {"reward": 0.0})

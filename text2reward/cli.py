@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from text2reward.errors import Text2RewardError
+from text2reward.errors import ConfigError, Text2RewardError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Language-model-written dense rewards for MuJoCo robot tasks.")
 console = Console()
@@ -90,24 +90,54 @@ def train(
     eval_episodes: Annotated[Optional[int], typer.Option(help="episodes per evaluation")] = None,
     stop_at_success: Annotated[Optional[float], typer.Option(help="stop once evaluation success reaches this")] = None,
     hp: Annotated[Optional[list[str]], typer.Option("--hp", help="hyper-parameter override KEY=VALUE, repeatable")] = None,
+    trusted_reward: Annotated[bool, typer.Option(
+        "--trusted-reward", help="run a --reward FILE.py you wrote yourself inside the training process, with no sandbox")] = False,
     task_file: TaskFileOption = None,
 ) -> None:
-    """Train a policy with a reward and evaluate it with the task's own success test."""
+    """Train a policy with a reward and evaluate it with the task's own success test.
+
+    A --reward FILE.py runs in the sandbox's jail, like model-written code, unless --trusted-reward."""
     from policies.train import RESULT_FILE, TrainConfig
     from policies.train import train as run_training
 
     _load_task_file(task_file)
+    reward_fn = _reward_for_training(reward, trusted_reward)
     config = TrainConfig(
         task_id=task, out_dir=out, reward=reward, steps=steps, seed=seed, device=device, algo=algo,
         eval_freq=eval_freq, eval_episodes=eval_episodes, stop_at_success=stop_at_success, progress=True,
         overrides=_parse_overrides(hp),
     )
-    result = run_training(config)
+    try:
+        result = run_training(config, reward_fn=reward_fn)
+    finally:
+        close = getattr(reward_fn, "close", None)
+        if close is not None:
+            close()
     console.print(
         f"success rate {result.success_rate:.2f} (best {result.best_success_rate:.2f}) after {result.steps} steps "
         f"in {result.wall_seconds:.0f} s ({result.steps_per_second:.0f} steps/s, {result.device})"
     )
+    console.print(f"reward isolation: {result.reward_isolation}", highlight=False)
     console.print(f"wrote {out / RESULT_FILE}, model {result.model_path}, TensorBoard logs {out / 'tb'}")
+
+
+def _reward_for_training(spec: str, trusted: bool) -> Any:
+    """expert / sparse as they are; a file jailed (SandboxedReward) unless the user vouches for it."""
+    from policies.reward_program import ProgramReward
+
+    if spec in ("expert", "sparse"):
+        if trusted:
+            raise ConfigError("--trusted-reward applies to a --reward FILE.py only; drop it for expert or sparse")
+        return None
+    path = Path(spec)
+    if not path.is_file():
+        raise ConfigError(f"reward file {path} does not exist; pass expert, sparse, or a .py file defining compute_dense_reward(self, action)")
+    if trusted:
+        return ProgramReward.from_file(path)
+    from text2reward.sandbox import SandboxedReward, active_isolation
+
+    active_isolation()  # fail closed before training starts
+    return SandboxedReward(path.read_text(), name=path.stem)
 
 
 @app.command()
@@ -199,13 +229,15 @@ def validate(
 ) -> None:
     """Static checks, then an isolated smoke run on real states; exit 0 only when the code is ok."""
     from sim_envs import get_task
-    from text2reward.errors import ConfigError
+    from text2reward.sandbox import active_isolation
     from text2reward.sandbox import validate as run_validation
 
     _load_task_file(task_file)
     if not code.is_file():
         raise ConfigError(f"code file {code} does not exist; pass a .py file defining compute_dense_reward(self, action)")
-    report = run_validation(code.read_text(), get_task(task))
+    task_obj = get_task(task)
+    active_isolation()  # fail closed: no jail, no run (even the static pass is not offered as a verdict)
+    report = run_validation(code.read_text(), task_obj)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=2, default=str))
     else:
@@ -441,6 +473,38 @@ def demo(
     video = next(iter(sorted(store.root.glob("rounds/*/s*/training/rollout.mp4"))), None)
     if video:
         console.print(f"rollout video: {video}")
+
+
+@app.command()
+@friendly
+def doctor(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Which sandbox isolation is active here and what each mechanism's self-test found."""
+    from text2reward.sandbox.isolation import MECHANISMS, Isolation, active_isolation, check
+
+    outcomes = {mechanism: check(mechanism) for mechanism in MECHANISMS}
+    try:
+        active: Any = active_isolation()
+    except ConfigError as exc:
+        active = exc
+    if as_json:
+        typer.echo(json.dumps({
+            "active": active.mechanism if isinstance(active, Isolation) else None,
+            "mechanisms": {m: ({"ok": True, "layers": o.layers, "findings": o.findings} if isinstance(o, Isolation)
+                               else {"ok": False, "reason": o}) for m, o in outcomes.items()},
+        }, indent=2))
+    else:
+        for mechanism, outcome in outcomes.items():
+            if isinstance(outcome, Isolation):
+                console.print(f"[green]{mechanism}: self-test passed[/green]: {outcome.describe()}", highlight=False)
+                for probe, finding in outcome.findings.items():
+                    console.print(f"    {probe}: {finding}", highlight=False, markup=False)
+            else:
+                console.print(f"[red]{mechanism}: unavailable[/red]: {outcome}", highlight=False)
+        if isinstance(active, Isolation):
+            console.print(f"active: [bold]{active.mechanism}[/bold]; model-written code runs in this jail")
+        else:
+            err_console.print(f"[red]error:[/red] {active}", highlight=False, soft_wrap=True)
+    raise typer.Exit(0 if isinstance(active, Isolation) else 1)
 
 
 def main() -> None:

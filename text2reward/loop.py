@@ -407,6 +407,7 @@ def start_run(config: RunConfig, runs_dir: Path, progress: Progress | None = Non
     if config.task_file:
         load_task_file(config.task_file)
     get_task(config.task_id)  # fail before creating the run directory
+    require_sandbox()
     store = RunStore.create(runs_dir, config)
     Loop(store, backend, progress, display).run()
     return store
@@ -415,5 +416,13 @@ def start_run(config: RunConfig, runs_dir: Path, progress: Progress | None = Non
 def resume_run(runs_dir: Path, run_id: str, progress: Progress | None = None, backend: Backend | None = None,
                display: JobDisplay | None = None) -> RunStore:
     store = RunStore.open(runs_dir, run_id)
+    require_sandbox()
     Loop(store, backend, progress, display).run()
     return store
+
+
+def require_sandbox() -> None:
+    """Fail closed before any model is asked or any code runs: no jail here, no run."""
+    from text2reward.sandbox import active_isolation
+
+    active_isolation()

@@ -21,15 +21,24 @@ class Limits:
     for hours, so they rely on `call_seconds` instead."""
     wall_seconds: float = 60.0
     """Whole validation run, or a training worker's start-up, before the parent kills it."""
-    call_seconds: float = 5.0
-    """One reward call of a training worker (pipe round trip included) before the parent kills it."""
+    call_seconds: float = 0.5
+    """Wall clock of one reward call in training (pipe round trip included) before the parent kills
+    the worker: a reward that sleeps, blocks or hangs. Generous: a numpy reward takes ~10-100 us."""
+    call_cpu_seconds: float = 0.05
+    """CPU time of one reward call in training, read from the kernel, so a loaded machine does not
+    count: about 50x the slowest reward validation accepts (`max_call_us`)."""
+    slow_call_seconds: float = 0.02
+    """Median wall clock per call over each window of `slow_window` training calls: a reward that
+    turns slow after validation (a few ms of sleep per call) fails instead of stretching training."""
+    slow_window: int = 256
     open_files: int = 16
     """RLIMIT_NOFILE once untrusted code runs (the audit hook blocks opening files anyway)."""
     max_call_us: float = 2000.0
     """Validation fails when the median reward call takes longer: at ~1,000-2,000 env steps/s
     (FACTS), a 2 ms reward would halve training throughput. Typical numpy rewards take ~8 us."""
-    bubblewrap: bool | None = None
-    """None: use bubblewrap when it works on this machine; True: require it; False: never."""
+    isolation: str = "auto"
+    """"auto": the first jail whose self-test passes here (bubblewrap, then Landlock + seccomp);
+    "bubblewrap" or "landlock": that one or refuse. No setting runs model code without a jail."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

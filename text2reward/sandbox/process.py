@@ -1,9 +1,10 @@
-"""The parent's handle on one sandboxed worker process: start, talk with deadlines, kill.
+"""The parent's handle on one jailed worker process: start, talk with deadlines, kill.
 
 Why the parent enforces time: a jailed process can ignore signals and spin; only the parent's
-wall clock and SIGKILL are beyond its reach. Replies are parsed as JSON (or, for a training
-worker's steady state, unpacked as doubles of a size fixed by names already checked) and re-checked,
-since a compromised worker can write anything on its pipe.
+clock and SIGKILL are beyond its reach. Per training call it holds a wall-clock limit, and past
+the CPU limit's worth of wall time it reads the worker's CPU time from the kernel (/proc), so a
+busy machine never passes for a slow reward. Replies are parsed strictly (untrusted.py) and
+re-checked: the reward code runs in that process and can write anything on its pipe.
 """
 
 from __future__ import annotations
@@ -11,20 +12,17 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from typing import Any
 
 from text2reward.sandbox.channel import MAX_REPLY_BYTES, ChannelClosed, ChannelTimeout, FrameReader, frame, write_all
-from text2reward.sandbox.isolation import NOBODY, bubblewrap_prefix, bubblewrap_usable, describe, python_command, worker_env
+from text2reward.sandbox.isolation import active_isolation, jail_spec, launch_argv, worker_env
 from text2reward.sandbox.limits import Limits
+from text2reward.sandbox.untrusted import Malformed, clean_text, loads, parse_output
 from text2reward.sandbox.wire import REPLY, reply_struct
-from text2reward.sandbox.worker import MAX_COMPONENTS, MAX_NAME_CHARS
-from sim_envs.errors import ConfigError
 
 
 class SandboxFailure(Exception):
@@ -32,27 +30,23 @@ class SandboxFailure(Exception):
 
 
 class WorkerProcess:
-    """One isolated worker process (see worker.py for the modes); frames in, JSON frames out."""
+    """One jailed worker process (see worker.py for the modes); frames in, JSON frames out.
+
+    Raises `SandboxUnavailable` (a ConfigError) when no jail passed its self-test: nothing starts."""
 
     def __init__(self, limits: Limits, mode: str):
         self.limits = limits
-        use_bwrap = resolve_bubblewrap(limits.bubblewrap)
-        self.isolation = describe(use_bwrap)
-        self.scratch = tempfile.mkdtemp(prefix="t2r-sandbox-")
-        self.drop_to_uid = NOBODY if (not use_bwrap and os.geteuid() == 0) else None
-        if self.drop_to_uid is not None:
-            os.chown(self.scratch, NOBODY, NOBODY)
-        config = {"mode": mode, **limit_config(limits, cpu=False)}
-        argv = python_command() + [json.dumps(config)]
-        if use_bwrap:
-            argv = bubblewrap_prefix() + argv
+        isolation = active_isolation(limits.isolation)
+        self.mechanism = isolation.mechanism
+        self.isolation = isolation.describe()
+        config = {"mode": mode, "jail": jail_spec(isolation.mechanism), **limit_config(limits, cpu=False)}
         self._proc = subprocess.Popen(
-            argv,
+            launch_argv(isolation.mechanism) + [json.dumps(config)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            cwd=self.scratch,
-            env=worker_env(self.scratch),
+            cwd="/",
+            env=worker_env(),
             close_fds=True,
             start_new_session=True,
         )
@@ -61,6 +55,7 @@ class WorkerProcess:
         os.set_blocking(self._in, False)
         self._reader = FrameReader(self._out)
         self._stderr = _Tail(self._proc.stderr)
+        self._python_pid: int | None = None
 
     def alive(self) -> bool:
         return self._proc.poll() is None
@@ -70,7 +65,6 @@ class WorkerProcess:
         return self._proc.pid
 
     def start(self, hello: dict[str, Any], deadline: float) -> None:
-        hello = dict(hello, drop_to_uid=self.drop_to_uid)
         self.send(pickle.dumps(hello, protocol=pickle.HIGHEST_PROTOCOL), deadline)
 
     def send(self, payload: bytes, deadline: float) -> None:
@@ -93,25 +87,75 @@ class WorkerProcess:
     def receive(self, deadline: float) -> Any:
         data = self.receive_raw(deadline)
         try:
-            return json.loads(data)
-        except (ValueError, RecursionError):
-            raise self._failure(detail="it sent a reply that is not JSON") from None
+            return loads(data)
+        except Malformed as exc:
+            raise self._failure(detail=str(exc)) from None
 
-    def exchange(self, data: bytes, seconds: float) -> bytes:
-        """Write ready-made frames (headers included), return the reply frame's bytes, all within `seconds`.
+    def exchange(self, data: bytes, wall_seconds: float, cpu_seconds: float | None = None) -> bytes:
+        """Write ready-made frames (headers included) and return the reply frame's bytes.
 
-        One call per env step in training: one write, one poll and usually one read."""
-        deadline = time.monotonic() + seconds
+        One call per env step in training: one write, one poll and usually one read. Only a call
+        still running after `cpu_seconds` of wall time costs more: the worker's CPU time is read
+        from the kernel every `cpu_seconds`, and the call fails once it has used more than that."""
+        started = time.monotonic()
+        deadline = started + wall_seconds
         try:
             write_all(self._in, data, deadline)
-            return self._reader.read(deadline, MAX_REPLY_BYTES)
+            if cpu_seconds is None or cpu_seconds >= wall_seconds:
+                return self._reader.read(deadline, MAX_REPLY_BYTES)
+            try:
+                return self._reader.read(started + cpu_seconds, MAX_REPLY_BYTES)
+            except ChannelTimeout:
+                pass
+            baseline = self.cpu_seconds()
+            while True:
+                try:
+                    return self._reader.read(min(deadline, time.monotonic() + cpu_seconds), MAX_REPLY_BYTES)
+                except ChannelTimeout:
+                    if time.monotonic() >= deadline:
+                        raise
+                used = self.cpu_seconds()
+                if baseline is not None and used is not None and used - baseline > cpu_seconds:
+                    self.kill()
+                    raise SandboxFailure(
+                        f"one reward call used more than {cpu_seconds * 1000:.0f} ms of CPU time and was stopped; "
+                        "a reward must cost microseconds: avoid loops and heavy computation in compute_dense_reward"
+                    )
         except ChannelTimeout:
-            raise self._failure(timed_out=True) from None
+            self.kill()
+            raise SandboxFailure(
+                f"one reward call took longer than {wall_seconds:g} s and was stopped; "
+                "the code must not wait, sleep or block in compute_dense_reward"
+            ) from None
         except ChannelClosed as exc:
             raise self._failure(detail=str(exc) if "exceeds" in str(exc) else None) from None
 
+    def cpu_seconds(self) -> float | None:
+        """CPU time the worker's Python process has used, from the kernel; None where /proc cannot say."""
+        pid = self._python_pid or self._find_python_pid()
+        try:
+            with open(f"/proc/{pid}/schedstat", "rb") as handle:
+                return int(handle.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def _find_python_pid(self) -> int:
+        """Under bubblewrap the process we started is bwrap; the worker is its descendant."""
+        pid = self._proc.pid
+        for _ in range(4):
+            try:
+                with open(f"/proc/{pid}/task/{pid}/children") as handle:
+                    children = handle.read().split()
+            except OSError:
+                break
+            if not children:
+                break
+            pid = int(children[0])
+        self._python_pid = pid
+        return pid
+
     def close(self, grace: float = 1.0) -> None:
-        """Close the pipe (the worker exits on EOF), kill it if it lingers, remove its scratch dir."""
+        """Close the pipe (the worker exits on EOF) and kill it if it lingers."""
         if self._proc.returncode is None:
             try:
                 self._proc.stdin.close()
@@ -122,7 +166,6 @@ class WorkerProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
         self._proc.stdout.close()
-        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def kill(self) -> None:
         if self._proc.returncode is None:  # not reaped yet, so the process group id is still ours
@@ -163,15 +206,6 @@ def limit_config(limits: Limits, cpu: bool) -> dict[str, Any]:
     }
 
 
-def resolve_bubblewrap(wanted: bool | None) -> bool:
-    if wanted is False:
-        return False
-    usable = bubblewrap_usable()
-    if wanted and not usable:
-        raise ConfigError("bubblewrap was required but does not work here; install it (apt-get install bubblewrap) or set bubblewrap=None")
-    return usable
-
-
 def explain_exit(signal_number: int | None, exit_code: int | None, limits: Limits, stderr: str = "") -> str:
     """Why a worker ended before answering, in words the model can act on."""
     if signal_number is not None:
@@ -186,24 +220,9 @@ def explain_exit(signal_number: int | None, exit_code: int | None, limits: Limit
         else:
             why = "the code must not send signals or stop the process"
         return f"the reward process was killed by {name}: {why}"
-    tail = stderr.strip().splitlines()[-1][:300] if stderr.strip() else ""
+    tail = clean_text(stderr.strip().splitlines()[-1], 300) if stderr.strip() else ""
     text = f"the reward process exited with code {exit_code} before answering; the code must not exit or stop the process"
     return f"{text} ({tail})" if tail and "sandbox worker failed" in tail else text
-
-
-def parse_output(item: Any) -> tuple[float, dict[str, float]]:
-    """Re-check one (total, components) reply from the worker: numbers and short string keys only."""
-    if not (isinstance(item, list) and len(item) >= 2 and isinstance(item[1], dict)):
-        raise SandboxFailure("the reward process sent a malformed reply")
-    total, raw = item[0], item[1]
-    if not isinstance(total, (int, float)) or isinstance(total, bool) or len(raw) > MAX_COMPONENTS:
-        raise SandboxFailure("the reward process sent a malformed reply")
-    components: dict[str, float] = {}
-    for key, value in raw.items():
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or len(key) > MAX_NAME_CHARS:
-            raise SandboxFailure("the reward process sent a malformed reply")
-        components[key] = float(value)
-    return float(total), components
 
 
 class ReplyDecoder:
@@ -224,12 +243,12 @@ class ReplyDecoder:
             values = self._struct.unpack_from(data, 1)
             return values[0], dict(zip(self._names, values[1:]))
         try:
-            reply = json.loads(data)
-        except (ValueError, RecursionError):
-            raise SandboxFailure("the reward process sent a reply that is not JSON") from None
-        if isinstance(reply, dict) and "error" in reply:
-            return reply
-        total, components = parse_output(reply)
+            reply = loads(data)
+            if isinstance(reply, dict) and "error" in reply:
+                return reply
+            total, components = parse_output(reply)
+        except Malformed as exc:
+            raise SandboxFailure(str(exc)) from None
         self._names, self._struct = tuple(components), reply_struct(len(components))
         return total, components
 

@@ -1,14 +1,23 @@
 """`SandboxedReward`: a model-written reward that training calls every step, run in an isolated process.
 
 Why a persistent worker: starting a jailed Python per step would cost ~0.2 s; one long-lived
-worker per env costs one pipe round trip per step. The worker starts on the first call, when the
+worker per env (its own jail: one bwrap, or its own Landlock + seccomp process) costs one pipe
+round trip per step. The worker starts on the first call, when the
 view's class (and so the module to import before lock-down) is known. Views travel in the compact
 format of wire.py (a schema once, then only numbers), not as pickles: pickling was most of the
 cost of a step.
+
+Validation saw a few hundred calls; training makes millions, so the limits hold on every call: a
+wall-clock and a kernel-measured CPU limit per call, a median over each window of calls (a reward
+that starts sleeping a little per call after validation), finite totals and components. The first
+breach fails the reward for good (later calls raise the same error, so a time bomb cannot reset by
+restarting its worker); training stops there and keeps what it had (policies.train).
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 import time
 from typing import Any
 
@@ -18,6 +27,7 @@ from sim_envs.errors import RewardProgramError
 from text2reward.sandbox.limits import Limits
 from text2reward.sandbox.process import ReplyDecoder, SandboxFailure, WorkerProcess
 from text2reward.sandbox.runner import view_modules
+from text2reward.sandbox.untrusted import clean_text
 from text2reward.sandbox.wire import ViewEncoder
 
 
@@ -31,25 +41,58 @@ class SandboxedReward:
         self._worker: WorkerProcess | None = None
         self._encoder: ViewEncoder | None = None
         self._replies: ReplyDecoder | None = None
+        self._failure: str | None = None
+        self._isolation = ""
+        self._calls = 0
+        self._window: list[float] = []
 
     def __call__(self, view: Any, action: np.ndarray, native_reward: float, step_success: bool) -> tuple[float, dict[str, float]]:
+        if self._failure is not None:
+            raise RewardProgramError(self._failure)
         worker = self._worker or self._start(view)
         data = self._encoder.encode(view, np.asarray(action))
+        started = time.perf_counter()
         try:
-            reply = self._replies.decode(worker.exchange(data, self.limits.call_seconds))
+            reply = self._replies.decode(worker.exchange(data, self.limits.call_seconds, self.limits.call_cpu_seconds))
         except SandboxFailure as exc:
-            self.close()
-            raise RewardProgramError(f"reward program '{self.name}' failed: {exc}") from None
+            self._fail(f"reward program '{self.name}' failed at call {self._calls + 1}: {exc}")
+        self._window.append(time.perf_counter() - started)
+        self._calls += 1
         if type(reply) is dict:
-            raise RewardProgramError(f"reward program '{self.name}' failed:\n{str(reply['error'])[:4000]}")
+            self._fail(f"reward program '{self.name}' failed at call {self._calls}:\n{clean_text(reply['error'])}")
+        total, components = reply
+        if not (math.isfinite(total) and all(map(math.isfinite, components.values()))):
+            bad = [name for name, value in components.items() if not math.isfinite(value)]
+            what = f"component '{bad[0]}' is {components[bad[0]]}" if bad else f"the total is {total}"
+            self._fail(f"reward program '{self.name}' failed at call {self._calls}: {what}; a reward must be finite on every step")
+        if len(self._window) >= self.limits.slow_window:
+            self._check_speed()
         return reply
+
+    def _check_speed(self) -> None:
+        median = statistics.median(self._window)
+        self._window.clear()
+        if median > self.limits.slow_call_seconds:
+            self._fail(
+                f"reward program '{self.name}' failed at call {self._calls}: its calls became slow "
+                f"({median * 1000:.1f} ms median over the last {self.limits.slow_window}, limit "
+                f"{self.limits.slow_call_seconds * 1000:.0f} ms); the code must not wait or sleep"
+            )
+
+    def _fail(self, message: str) -> None:
+        """Stop the worker and refuse every later call with the same reason."""
+        self._failure = message
+        self.close()
+        raise RewardProgramError(message)
 
     @property
     def isolation(self) -> str:
-        return self._worker.isolation if self._worker else ""
+        """The jail that ran it, for result.json (known once the worker has started)."""
+        return self._isolation
 
     def _start(self, view: Any) -> WorkerProcess:
         worker = WorkerProcess(self.limits, mode="serve")
+        self._isolation = worker.isolation
         deadline = time.monotonic() + self.limits.wall_seconds
         modules = view_modules([view])
         hello = {"code": self.source, "modules": modules}
@@ -58,16 +101,16 @@ class SandboxedReward:
             reply = worker.receive(deadline)
         except SandboxFailure as exc:
             worker.close()
-            raise RewardProgramError(f"reward program '{self.name}' could not start: {exc}") from None
+            self._fail(f"reward program '{self.name}' could not start: {exc}")
         if not (isinstance(reply, dict) and reply.get("ready") is True):
             worker.close()
             error = reply.get("error") if isinstance(reply, dict) else None
-            raise RewardProgramError(f"reward program '{self.name}' could not start:\n{str(error)[:4000]}")
+            self._fail(f"reward program '{self.name}' could not start:\n{clean_text(error)}")
         self._worker, self._encoder, self._replies = worker, ViewEncoder(modules), ReplyDecoder()
         return worker
 
     def close(self) -> None:
-        """Stop the worker; the next call starts a fresh one."""
+        """Stop the worker; a later call starts a fresh one, unless the reward has failed."""
         worker, self._worker, self._encoder, self._replies = self._worker, None, None, None
         if worker is not None:
             worker.close()
@@ -86,7 +129,7 @@ class SandboxedReward:
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickles without its process: a copy in another process starts its own worker."""
-        return {"source": self.source, "name": self.name, "limits": self.limits}
+        return {"source": self.source, "name": self.name, "limits": self.limits, "_failure": self._failure}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _worker=None, _encoder=None, _replies=None)
+        self.__dict__.update(state, _worker=None, _encoder=None, _replies=None, _calls=0, _window=[], _isolation="")

@@ -3,16 +3,17 @@
 This is the runtime layer on its own: it does not run the static pass, so tests can prove that
 isolation alone stops hostile code. `validate` puts the two together.
 
-Each run is a fresh child forked from a zygote (one per bubblewrap setting and parent process)
-that imported numpy and the view classes once: about 20 ms per run instead of ~0.3 s for a new
-interpreter. The zygote only ever runs trusted code; the child locks itself down after the fork.
+Each run is a fresh child forked from a zygote (one per isolation setting and parent process)
+that imported numpy and the view classes once: tens of ms per run instead of ~0.3 s for a new
+interpreter. The zygote only ever runs trusted code; each child puts itself in its own jail after
+the fork (its own user, network and IPC namespaces where the kernel allows them, Landlock, seccomp),
+so one candidate can neither reach nor leave anything for the next.
 """
 
 from __future__ import annotations
 
 import atexit
 import dataclasses
-import json
 import os
 import pickle
 import threading
@@ -22,8 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from text2reward.sandbox.isolation import active_isolation
 from text2reward.sandbox.limits import Limits
-from text2reward.sandbox.process import SandboxFailure, WorkerProcess, resolve_bubblewrap, explain_exit, limit_config, parse_output
+from text2reward.sandbox.process import SandboxFailure, WorkerProcess, explain_exit, limit_config
+from text2reward.sandbox.untrusted import Malformed, clean_text, loads, parse_output
 
 Output = tuple[float, dict[str, float]]
 
@@ -45,6 +48,8 @@ class RunResult:
     """'load' (the module body), 'exception' (a call raised), 'output' (a bad return value), 'process'."""
     failed_index: int | None = None
     wall_seconds: float = 0.0
+    child_seconds: float | None = None
+    """The child's life from fork to reply, timed by the zygote (trusted code), not by the child."""
     isolation: str = ""
 
     @property
@@ -58,7 +63,7 @@ class RunResult:
 
 ZYGOTE_GRACE_SECONDS = 30.0
 """Extra time the parent gives the zygote beyond the run's own limit (its start-up, under load)."""
-_ZYGOTES: dict[tuple[bool, int], WorkerProcess] = {}
+_ZYGOTES: dict[tuple[str, int], WorkerProcess] = {}
 _LOCK = threading.Lock()
 
 
@@ -93,12 +98,13 @@ def run_reward(code: str, samples: list[tuple[Any, np.ndarray]], limits: Limits 
 
 
 def _zygote(limits: Limits) -> WorkerProcess:
-    key = (resolve_bubblewrap(limits.bubblewrap), os.getpid())
+    active_isolation(limits.isolation)  # cached; refuses (fail closed) if the jail was since hidden
+    key = (limits.isolation, os.getpid())
     zygote = _ZYGOTES.get(key)
     if zygote is None or not zygote.alive():
         if zygote is not None:
             _discard(zygote)
-        zygote = WorkerProcess(dataclasses.replace(limits, bubblewrap=key[0]), mode="zygote")
+        zygote = WorkerProcess(limits, mode="zygote")
         _ZYGOTES[key] = zygote
     return zygote
 
@@ -125,29 +131,35 @@ def _fill(result: RunResult, status: Any, reply_bytes: bytes | None, n_samples: 
     """Turn the zygote's status and the child's reply into the result; distrust both shapes."""
     if not isinstance(status, dict):
         raise SandboxFailure("the sandbox sent a malformed status")
+    elapsed = status.get("seconds")
+    result.child_seconds = float(elapsed) if type(elapsed) is float and 0 <= elapsed < 1e6 else None
     if reply_bytes is None:
         result.error_kind = "process"
+        signal_number, exit_code = status.get("signal"), status.get("exit")
         if status.get("timeout"):
             result.error = (
                 f"the reward code did not finish within {limits.wall_seconds:g} s and was stopped; "
                 "avoid unbounded loops and heavy computation in compute_dense_reward"
             )
         elif status.get("detail"):
-            result.error = str(status["detail"])
+            result.error = clean_text(status["detail"])
         else:
-            result.error = explain_exit(status.get("signal"), status.get("exit"), limits)
+            result.error = explain_exit(
+                signal_number if type(signal_number) is int else None, exit_code if type(exit_code) is int else None, limits
+            )
         return
     try:
-        reply = json.loads(reply_bytes)
-    except (ValueError, RecursionError):
-        raise MalformedReply("the reward process sent a reply that is not JSON") from None
+        reply = loads(reply_bytes)
+    except Malformed as exc:
+        raise MalformedReply(str(exc)) from None
     if not isinstance(reply, dict):
         raise MalformedReply("the reward process sent a malformed reply")
     if "error" in reply:
-        result.error = str(reply["error"])[:4000]
-        result.error_kind = str(reply.get("kind", "exception"))
+        result.error = clean_text(reply["error"])
+        kind = reply.get("kind")
+        result.error_kind = kind if kind in ("load", "exception", "output") else "exception"
         index = reply.get("index")
-        result.failed_index = index if isinstance(index, int) else None
+        result.failed_index = index if type(index) is int and 0 <= index < n_samples else None
         return
     passes = reply.get("passes")
     if not isinstance(passes, list) or len(passes) != repeats or any(not isinstance(p, list) or len(p) != n_samples for p in passes):
@@ -155,13 +167,13 @@ def _fill(result: RunResult, status: Any, reply_bytes: bytes | None, n_samples: 
     try:
         result.passes = [[parse_output(item) for item in one] for one in passes]
         result.seconds = [_nanoseconds(item) / 1e9 for item in passes[0]] if passes else []
-    except SandboxFailure as exc:
+    except (SandboxFailure, Malformed) as exc:
         raise MalformedReply(str(exc)) from None
 
 
 def _nanoseconds(item: list) -> float:
     value = item[2] if len(item) > 2 else None
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < 1e15:
         raise SandboxFailure("the reward process sent a malformed reply")
     return float(value)
 

@@ -139,6 +139,13 @@ class _Rules(ast.NodeVisitor):
             self._flag(node, "'lib.format' is not allowed; reward code reads and writes no files")
         self.generic_visit(node)
 
+    def visit_MatchClass(self, node: ast.MatchClass) -> None:
+        # `case C(__class__=x)` reads an attribute without attribute syntax
+        for name in node.kwd_attrs:
+            if name.startswith("_") or name in FORBIDDEN_ATTRIBUTES:
+                self._flag(node, f"the pattern attribute '{name}' is not allowed; match only on values and public fields")
+        self.generic_visit(node)
+
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if isinstance(node.ctx, (ast.Store, ast.Del)) and _root_name(node) in READ_ONLY_ARGUMENTS:
             self._flag(node, f"writing into '{_root_name(node)}' is not allowed; it is read-only, copy it first (e.g. np.array(...)) if you need a modified array")

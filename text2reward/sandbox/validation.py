@@ -18,6 +18,8 @@ from text2reward.sandbox.runner import RunResult, run_reward
 from text2reward.sandbox.states import Sample, collect_states
 from text2reward.sandbox.static import static_check
 
+JAIL_STARTUP_ALLOWANCE = 0.25
+"""Seconds of a validation child's life not charged to its calls: fork, lock-down, loading the code."""
 CHECKS = ("static", "runs", "output", "finite_total", "finite_components", "not_constant", "deterministic", "time_per_call")
 """Every report lists these, in this order; a check after a failed one is marked skipped."""
 
@@ -80,11 +82,17 @@ def smoke_checks(result: RunResult, limits: Limits) -> dict[str, dict[str, Any]]
     )
     checks["deterministic"] = _determinism(result)
     median_us = statistics.median(result.seconds) * 1e6 if result.seconds else 0.0
+    # the child times its own calls; the zygote's clock (trusted) bounds the mean from outside, less
+    # an allowance for the jail's start-up, so a reward cannot pass by reporting fast calls
+    calls = max(1, sum(len(p) for p in result.passes))
+    outside_us = max(0.0, (result.child_seconds or 0.0) - JAIL_STARTUP_ALLOWANCE) / calls * 1e6
+    per_call_us = max(median_us, outside_us)
     checks["time_per_call"] = _check(
-        median_us <= limits.max_call_us,
-        f"{median_us:.0f} us per call (median) is over the {limits.max_call_us:.0f} us limit; compute with vectorised "
-        "numpy, without loops over many elements" if median_us > limits.max_call_us else f"{median_us:.1f} us per call (median)",
+        per_call_us <= limits.max_call_us,
+        f"{per_call_us:.0f} us per call is over the {limits.max_call_us:.0f} us limit; compute with vectorised "
+        "numpy, without loops over many elements" if per_call_us > limits.max_call_us else f"{median_us:.1f} us per call (median)",
         median_us=median_us,
+        outside_mean_us=outside_us,
         limit_us=limits.max_call_us,
     )
     return checks

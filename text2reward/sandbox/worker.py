@@ -1,25 +1,26 @@
 """The isolated process that runs untrusted reward code: `python -m text2reward.sandbox.worker CONFIG`.
 
-Two modes share one lock-down sequence:
+Three modes share one lock-down sequence:
 - `serve`: one long-lived process per training env, answering one reward call per frame (views
   arrive in wire.py's compact format: a schema once, then numbers; replies settle into packed doubles);
 - `zygote`: a trusted process that has imported numpy and the views once and forks a fresh child
   per validation request (a fork costs milliseconds, a fresh interpreter ~0.3 s). Children read
   their request from memory inherited at the fork, answer on their own pipe, and are killed by the
-  zygote at the request's wall-clock limit.
+  zygote at the request's wall-clock limit;
+- `selftest`: the lock-down alone, then the escape attempts of selftest.py (isolation.py runs it
+  once per mechanism before any model-written code).
 
 The lock-down, in order, in the process that will run the untrusted code:
 1. resource limits: address space, CPU seconds, no file writes (RLIMIT_FSIZE 0), no core dumps;
 2. trusted imports are already done: numpy, math, the view classes, allowed modules the code names;
-3. root dropped when the parent asks, RLIMIT_NPROC 0 (no fork, no thread), few open files, and
-   `_posixsubprocess.fork_exec`, the one process-spawning call CPython does not audit, removed;
-4. an audit hook that denies every audited event (open, socket, subprocess, os.system/exec/fork/
-   kill, ctypes, import, compile, exec, gc introspection, setrlimit, ...) except reading special
-   attributes, unpickling the parent's views (the views that the compact format cannot carry), and the
-   single exec of the reward module itself.
-   The hook keeps no switch that reachable code could flip;
-5. the reward module runs with restricted builtins whose `__import__` hands out loaded allowed
-   modules only. fds 0 and 1 point at /dev/null; replies go out on a private pipe.
+3. the OS jail (jail.py: uid drop, namespaces, Landlock, seccomp): the security boundary;
+4. RLIMIT_NPROC 0, few open files, fds 0, 1 and 2 on /dev/null (nothing the code prints reaches
+   the parent; replies go out on a private pipe);
+5. lint, not a boundary (reachable code can switch both off; they turn ordinary mistakes into
+   early, friendly errors): an audit hook that denies audited events (open, socket, subprocess,
+   import, compile, exec, gc introspection...) except reading special attributes, unpickling the
+   parent's views and the single exec of the reward module; restricted builtins whose
+   `__import__` hands out loaded allowed modules only.
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ import time
 
 from text2reward.sandbox.channel import ChannelClosed, ChannelTimeout, FrameReader, MAX_REPLY_BYTES, frame, read_frame, write_all
 
+from text2reward.sandbox.untrusted import MAX_COMPONENTS, MAX_NAME_CHARS
+
 FILENAME = "<reward>"
-MAX_COMPONENTS = 64
-MAX_NAME_CHARS = 64
 MAX_TRACE_FRAMES = 12
 MAX_MESSAGE_CHARS = 600
 
@@ -45,7 +46,9 @@ MAX_MESSAGE_CHARS = 600
 def main(argv: list[str]) -> int:
     config = json.loads(argv[1])
     if config["mode"] == "zygote":
-        return _zygote()
+        return _zygote(config)
+    if config["mode"] == "selftest":
+        return _self_test(config)
     return _serve(config)
 
 
@@ -89,10 +92,25 @@ def _serve(config: dict) -> int:
         write_all(proto_out, reply)
 
 
-def _zygote() -> int:
-    """Fork one child per request; report how it ended, then relay its reply frame untouched."""
+def _self_test(config: dict) -> int:
+    """The real lock-down (without the lint layer), then every escape attempt; findings on stdout."""
+    _apply_limits(config)
     proto_in, proto_out = _claim_stdio()
     _import_trusted("", [])
+    from text2reward.sandbox.selftest import probe
+
+    layers = _lock_down(config)
+    _send(proto_out, {"layers": layers, "findings": probe(config["targets"])}, newline=True)
+    return 0
+
+
+def _zygote(config: dict) -> int:
+    """Fork one child per request; report how it ended, then relay its reply frame untouched."""
+    from text2reward.sandbox.jail import import_layers
+
+    proto_in, proto_out = _claim_stdio()
+    _import_trusted("", [])
+    import_layers()
     while True:
         try:
             request = pickle.loads(read_frame(proto_in))
@@ -105,15 +123,17 @@ def _zygote() -> int:
             continue
         gc.freeze()  # the child's collections then skip the zygote's objects: no copy-on-write storm
         read_end, write_end = os.pipe()
+        forked = time.monotonic()
         pid = os.fork()
         if pid == 0:
             try:
                 os.close(read_end)
-                _batch_child(request, modules, write_end)
+                _batch_child(dict(request, jail=config["jail"]), modules, write_end)
             finally:
                 os._exit(0)
         os.close(write_end)
         status, reply = _wait_for_child(pid, read_end, float(request["wall_seconds"]))
+        status["seconds"] = float(time.monotonic() - forked)
         os.close(read_end)
         _send(proto_out, status)
         if reply is not None:
@@ -246,7 +266,7 @@ def _load(hello: dict, modules: dict, config: dict, timed: bool = True):
         return {"error": f"the code cannot be compiled: {type(exc).__name__}: {exc}", "kind": "load"}
     namespace = _namespace(modules)
     roots = frozenset({name.split(".")[0] for name in hello["modules"]} | {"numpy", "sim_envs"})
-    _lock_down(config, hello.get("drop_to_uid"))
+    _lock_down(config)
     _install_audit_hook(compiled, roots)
     try:
         exec(compiled, namespace)
@@ -302,20 +322,23 @@ def _namespace(modules: dict) -> dict:
     return {"__builtins__": safe, "__name__": "reward"}
 
 
-def _lock_down(config: dict, drop_to_uid: int | None) -> None:
-    """After the last trusted import: no root, no new processes, few files."""
-    if drop_to_uid is not None:
-        os.setgroups([])
-        os.setgid(drop_to_uid)
-        os.setuid(drop_to_uid)
-        if os.getuid() != drop_to_uid or os.geteuid() != drop_to_uid:
-            raise SystemExit("could not drop root privileges")
+def _lock_down(config: dict) -> dict:
+    """After the last trusted import: the OS jail, no new processes, few files, a silent stderr.
+
+    Returns the layers the jail put in place (for the self-test's report)."""
+    from text2reward.sandbox.jail import lock_down_os
+
     resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))  # counts the user's processes: no fork, no thread
     files = int(config["open_files"])
     resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
+    devnull = os.open(os.devnull, os.O_WRONLY)  # opened now: the jail hides /dev/null's path
+    layers = lock_down_os(config["jail"])  # last: its seccomp filter forbids changing limits
     spawner = sys.modules.get("_posixsubprocess")
     if spawner is not None and hasattr(spawner, "fork_exec"):
-        del spawner.fork_exec  # CPython raises no audit event for it; nothing here needs it any more
+        del spawner.fork_exec  # lint: a clear error instead of EPERM from seccomp
+    os.dup2(devnull, 2)  # a flood of writes to stderr costs the child's own time, never the parent's
+    os.close(devnull)
+    return layers
 
 
 HARMLESS_EVENTS = frozenset(
@@ -349,18 +372,24 @@ def _install_audit_hook(reward_module, pickle_roots: frozenset) -> None:
 # --- replies ---
 
 
-def _send(fd: int, message: object) -> None:
+def _send(fd: int, message: object, newline: bool = False) -> None:
+    if newline:  # the self-test's one line of JSON, read by subprocess.run
+        write_all(fd, json.dumps(message).encode() + b"\n")
+        return
     write_all(fd, frame(json.dumps(message).encode()))
 
 
 def _check_components(components: dict) -> None:
     from sim_envs.errors import RewardProgramError
+    from text2reward.sandbox.untrusted import is_clean_name
 
     if len(components) > MAX_COMPONENTS:
         raise RewardProgramError(f"the reward returns {len(components)} components; return at most {MAX_COMPONENTS} named terms")
     for name in components:
         if len(name) > MAX_NAME_CHARS:
             raise RewardProgramError(f"component name {name[:20]!r}... is {len(name)} characters; use short names (at most {MAX_NAME_CHARS})")
+        if not is_clean_name(name):
+            raise RewardProgramError(f"component name {name[:20]!r} holds control characters; use printable names like 'reach'")
 
 
 def _kind(exc: BaseException) -> str:

@@ -1,0 +1,492 @@
+"""The operating-system jail, attacked with the lint layers switched off, on every path model code takes.
+
+Each program below first does what a real attacker did: reach the real `os` and builtins through
+public routes and switch the worker's audit hook off (it reads a module global on every event).
+From then on only the OS jail stands between the code and the host, so every attack here tests
+the jail alone: with bubblewrap, and with bubblewrap hidden (Landlock + seccomp + namespaces).
+
+Sentinels, checked by the test (never by the program's word): a world-writable folder that must
+stay empty, world-readable secrets under /tmp, /var/tmp and the home folder that must appear in no
+output or stored file, a loopback listener that must accept no connection, a sibling process that
+must stay alive, and a secret in the parent's environment.
+
+Paths: `run_reward` (validation's runtime), `validate` (the static pass, then the same), a
+`SandboxedReward` in SB3 training (`policies.train`), `t2r train --reward FILE.py` and a `t2r run`
+training worker (`python -m text2reward.worker`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sim_envs import get_task
+from sim_envs.errors import RewardProgramError
+from text2reward.sandbox import Limits, SandboxedReward, collect_states, run_reward, validate
+from text2reward.sandbox.isolation import check
+
+MECHANISMS = [
+    pytest.param(m, marks=pytest.mark.skipif(isinstance(check(m), str), reason=f"{m} unavailable here: {check(m)}"))
+    for m in ("bubblewrap", "landlock")
+]
+OTHER = {"bubblewrap": "landlock", "landlock": "bubblewrap"}
+
+LINT_OFF = '''
+import numpy as np
+
+
+def lint_off():
+    """The real os and builtins, and the audit hook switched off."""
+    for cls in ().__class__.__bases__[0].__subclasses__():
+        if cls.__name__ == "catch_warnings":
+            b = cls()._module.__builtins__
+            break
+    os = b["__import__"]("os")
+    real = os.sys.modules["builtins"]
+    everything = real.type("Everything", (), {"__contains__": lambda s, e: True})()
+    os.sys.modules["__main__"].HARMLESS_EVENTS = everything
+    return os, real
+
+
+def attempt(results, name, action):
+    try:
+        results[name] = "SUCCEEDED " + str(action())[:300]
+    except Exception as exc:
+        results[name] = "blocked " + exc.__class__.__name__
+'''
+
+
+def program(body: str) -> str:
+    lines = "\n".join("    " + line for line in body.strip("\n").splitlines())
+    return f"{LINT_OFF}\n\ndef compute_dense_reward(self, action):\n    os, real = lint_off()\n    results = {{}}\n{lines}\n"
+
+
+ATTACKS = {
+    # files: secrets under /tmp, /var/tmp and the home folder; the working directory; writes; nodes
+    "read_secrets": 'for path in SECRETS:\n    attempt(results, path, lambda: real.open(path).read())\nraise ValueError(repr(results))',
+    # listing may show the bound package folders, never the checkout's own files
+    "list_working_dir": (
+        'try:\n    results["cwd"] = str(os.listdir(CWD))\nexcept Exception as exc:\n    results["cwd"] = "blocked " + exc.__class__.__name__\n'
+        'attempt(results, "file", lambda: real.open(CWD + "/pyproject.toml").read())\nraise ValueError(repr(results))'
+    ),
+    "environment_and_proc": (
+        'results["own_env"] = str(dict(os.environ))\n'
+        'attempt(results, "environ", lambda: real.open("/proc/" + str(PARENT) + "/environ", "rb").read())\n'
+        'attempt(results, "cmdline", lambda: real.open("/proc/" + str(PARENT) + "/cmdline", "rb").read())\n'
+        'raise ValueError(repr(results))'
+    ),
+    "write_files": (
+        'attempt(results, "open", lambda: real.open(TARGET + "/opened", "w").write("x"))\n'
+        'attempt(results, "os_open", lambda: os.open(TARGET + "/os_open", os.O_CREAT | os.O_WRONLY))\n'
+        'attempt(results, "mkdir", lambda: os.mkdir(TARGET + "/dir"))\n'
+        'attempt(results, "shm", lambda: os.open("/dev/shm/t2r-" + TOKEN, os.O_CREAT | os.O_RDWR))\n'
+        'raise ValueError(repr(results))'
+    ),
+    "mknod_mkfifo": (
+        'attempt(results, "fifo", lambda: os.mkfifo(TARGET + "/fifo"))\n'
+        'attempt(results, "node", lambda: os.mknod(TARGET + "/node"))\n'
+        'attempt(results, "chmod", lambda: os.chmod(TARGET, 0o700))\n'
+        'raise ValueError(repr(results))'
+    ),
+    "connect_loopback": (
+        'sock = os.sys.modules["socket"] if "socket" in os.sys.modules else real.__import__("socket")\n'
+        'attempt(results, "tcp", lambda: sock.create_connection(("127.0.0.1", PORT), timeout=1))\n'
+        'attempt(results, "udp", lambda: sock.socket(sock.AF_INET, sock.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", PORT)))\n'
+        'raise ValueError(repr(results))'
+    ),
+    "signal_sibling": (
+        'attempt(results, "kill", lambda: os.kill(SIBLING, 9))\n'
+        'attempt(results, "killpg", lambda: os.killpg(os.getpgid(SIBLING), 9))\n'
+        'attempt(results, "parent", lambda: os.kill(PARENT, 9))\n'
+        'raise ValueError(repr(results))'
+    ),
+    "sysv_shared_memory": (
+        'ctypes = os.sys.modules["ctypes"]\n'
+        'libc = ctypes.CDLL(None)\n'
+        'segment = libc.shmget(KEY, 1 << 30, 0o1666)\n'
+        'return 0.0, {"segment": float(segment)}'
+    ),
+    "processes": (
+        'attempt(results, "fork", lambda: os.fork())\n'
+        'attempt(results, "exec", lambda: os.execv("/bin/sh", ["sh", "-c", "touch " + TARGET + "/exec"]))\n'
+        'attempt(results, "system", lambda: {0: "ran"}[os.system("touch " + TARGET + "/system")])\n'
+        'attempt(results, "spawn", lambda: os.posix_spawn("/bin/sh", ["sh"], {}))\n'
+        'raise ValueError(repr(results))'
+    ),
+    "gc_reaches_no_simulator": (
+        'gc = os.sys.modules["gc"]\n'
+        'found = [o for o in gc.get_objects() if str(real.type(o).__module__).split(".")[0] in ("mujoco", "metaworld", "gymnasium", "gymnasium_robotics")]\n'
+        'return 0.0, {"simulator_objects": float(len(found))}'
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def sentinel():
+    """World-writable target, world-readable secrets (under /tmp, /var/tmp and home), a listener, a sibling."""
+    token = uuid.uuid4().hex
+    folders = [Path(tempfile.mkdtemp(prefix="t2r-jail-", dir=d)) for d in ("/tmp", "/var/tmp")]
+    for folder in folders:
+        folder.chmod(0o755)
+    target = folders[0] / "target"
+    target.mkdir()
+    target.chmod(0o777)
+    home_secret = Path.home() / f".t2r-test-secret-{uuid.uuid4().hex[:12]}"
+    secrets = [folders[0] / "secret.txt", folders[1] / "secret.txt", home_secret]
+    for secret in secrets:
+        secret.write_text(token)
+        secret.chmod(0o644)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    listener.setblocking(False)
+    sibling = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    yield {"token": token, "target": target, "secrets": secrets, "listener": listener, "port": listener.getsockname()[1],
+           "sibling": sibling}
+    sibling.kill()
+    sibling.wait()
+    listener.close()
+    home_secret.unlink(missing_ok=True)
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def fill(code: str, s: dict) -> str:
+    return (code.replace("SECRETS", repr([str(p) for p in s["secrets"]])).replace("TARGET", repr(str(s["target"])))
+            .replace("PORT", str(s["port"])).replace("SIBLING", str(s["sibling"].pid)).replace("PARENT", str(os.getpid()))
+            .replace("CWD", repr(os.getcwd())).replace("TOKEN", repr(s["token"])).replace("KEY", str(0x7232 + os.getpid() % 1000)))
+
+
+def assert_host_untouched(s: dict, *outputs: object) -> None:
+    assert list(s["target"].iterdir()) == []
+    assert not Path(f"/dev/shm/t2r-{s['token']}").exists()
+    assert all(p.read_text() == s["token"] for p in s["secrets"])
+    with pytest.raises(BlockingIOError):
+        s["listener"].accept()
+    assert s["sibling"].poll() is None, "the sibling process was killed"
+    for output in outputs:
+        assert s["token"] not in str(output)
+
+
+@pytest.fixture(scope="module")
+def samples():
+    return collect_states(get_task("metaworld/reach-v3"), n_random=3, n_scripted=0, seed=0)
+
+
+@pytest.fixture(autouse=True)
+def parent_secret(monkeypatch, sentinel):
+    monkeypatch.setenv("T2R_TEST_PARENT_SECRET", sentinel["token"])
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_jail_alone_contains_the_attack(attack, mechanism, sentinel, samples):
+    code = fill(program(ATTACKS[attack]), sentinel)
+    result = run_reward(code, samples, Limits(isolation=mechanism, cpu_seconds=2, wall_seconds=10.0))
+    assert "SUCCEEDED" not in str(result.error), result.error
+    if result.ok:  # the programs that report through components
+        for _, components in result.outputs:
+            assert components.get("segment", -1.0) == -1.0  # no System V segment for anyone
+            assert components.get("simulator_objects", 0.0) == 0.0  # the jail holds no simulator
+    else:
+        assert "blocked" in result.error, result.error  # the lint layer was really off: the OS said no
+        assert "pyproject.toml" not in result.error and "README" not in result.error and "[project]" not in result.error
+    assert_host_untouched(sentinel, result.error, result.outputs)
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_training_worker_contains_the_attack(attack, mechanism, sentinel, samples):
+    """The same attacks in the long-lived worker that training calls every step."""
+    view, action = samples[0]
+    text = ""
+    with SandboxedReward(fill(program(ATTACKS[attack]), sentinel), attack, Limits(isolation=mechanism)) as reward:
+        try:
+            total, components = reward(view, action, 0.0, False)
+            assert components.get("segment", -1.0) == -1.0 and components.get("simulator_objects", 0.0) == 0.0
+        except RewardProgramError as exc:
+            text = str(exc)
+            assert "blocked" in text and "SUCCEEDED" not in text, text
+    assert "pyproject.toml" not in text
+    assert_host_untouched(sentinel, text)
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_t2r_validate_contains_an_attack(mechanism, sentinel, tmp_path):
+    code = tmp_path / "attack.py"
+    code.write_text(fill(program(ATTACKS["read_secrets"] + "\n"), sentinel))
+    done = run_cli(["validate", "--task", "metaworld/reach-v3", "--code", str(code), "--json"], OTHER[mechanism], tmp_path)
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["ok"] is False
+    assert_host_untouched(sentinel, done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_validate_contains_every_attack(mechanism, sentinel, samples):
+    """Through `validate` (static pass first): refused, and the host untouched either way."""
+    for attack in sorted(ATTACKS):
+        report = validate(fill(program(ATTACKS[attack]), sentinel), get_task("metaworld/reach-v3"), samples, Limits(isolation=mechanism))
+        assert not report.ok
+        assert_host_untouched(sentinel, report.to_dict())
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_candidates_share_no_ipc_and_cannot_signal_each_other(mechanism, sentinel, samples):
+    """Two candidates alive at once (two training workers): neither reaches the other's System V
+    segment nor its process, and a later candidate finds nothing the earlier one left."""
+    key = 0x5151 + os.getpid() % 1000
+    make = program(f'ctypes = os.sys.modules["ctypes"]\nreturn 0.0, {{"segment": float(ctypes.CDLL(None).shmget({key}, 4096, 0o1666))}}')
+    pid_report = program('return 0.0, {"pid": float(os.getpid())}')
+    limits = Limits(isolation=mechanism)
+    view, action = samples[0]
+    with SandboxedReward(make, "a", limits) as first, SandboxedReward(pid_report, "b", limits) as second:
+        assert first(view, action, 0.0, False)[1]["segment"] == -1.0
+        other = second._start(view)._find_python_pid()
+        kill = program(f'attempt(results, "kill", lambda: os.kill({other}, 9))\nraise ValueError(repr(results))')
+        with SandboxedReward(kill, "c", limits) as third, pytest.raises(RewardProgramError, match="blocked (PermissionError|ProcessLookupError)"):
+            third(view, action, 0.0, False)
+        assert second(view, action, 0.0, False)[0] == 0.0  # still alive and answering
+    later = run_reward(make, samples, limits)
+    assert all(c["segment"] == -1.0 for _, c in later.outputs)
+
+
+# --- the parent decides: strict parsing of whatever the child sends ---
+
+FORGE_VALIDATION = LINT_OFF + '''
+
+def compute_dense_reward(self, action):
+    os, real = lint_off()
+    frame = os.sys._getframe()
+    while frame is not None and "out" not in frame.f_locals:
+        frame = frame.f_back
+    fd = frame.f_locals["out"]
+    payload = real.__import__("json").dumps(PAYLOAD).encode()
+    os.write(fd, len(payload).to_bytes(4, "big") + payload)
+    os._exit(0)
+'''
+
+
+@pytest.mark.parametrize(
+    "payload, reason",
+    [
+        ({"ok": True, "errors": [], "passes": [[[1.0, {"r": 1.0}, 10]]]}, "malformed reply"),  # a verdict is not the child's to give
+        ({"passes": [[[1.0, {"r": 1.0}, 10]] * 3]}, "not_constant"),  # well-formed but constant: the parent's check fails it
+        ({"passes": [[["1" * 400, {"r": 1.0}, 10]] * 3]}, "malformed reply"),
+        ({"passes": [[[10**400, {"r": 1.0}, 10], [-(10**400), {"r": 2.0}, 10], [1.0, {"r": 3.0}, 10]]]}, "the total is inf"),
+        ({"passes": [[[2.0, {"\x1b[31mred": 1.0}, 10]] * 3]}, "not a short printable name"),
+        ({"error": "\x1b]0;owned\x07\x1b[2J" + "x" * 10_000, "kind": "exception", "index": 10**30}, "characters)"),
+    ],
+    ids=["verdict", "constant", "string_number", "huge_integer", "escape_in_name", "escape_in_error"],
+)
+def test_forged_validation_replies_are_judged_by_the_parent(payload, reason, sample_limits, samples):
+    code = FORGE_VALIDATION.replace("PAYLOAD", repr(payload))
+    result = run_reward(code, samples, sample_limits)  # the runtime alone (the static pass would refuse it)
+    from text2reward.sandbox.validation import smoke_checks
+
+    checks = smoke_checks(result, sample_limits)
+    text = json.dumps(checks) + str(result.error)
+    assert any(c["ok"] is False for c in checks.values())
+    assert reason in text
+    assert "\x1b" not in text and "\x07" not in text
+    assert len(str(result.error or "")) < 4100
+
+
+@pytest.fixture
+def sample_limits():
+    return Limits(cpu_seconds=2, wall_seconds=10.0)
+
+
+@pytest.mark.parametrize("total", ["10 ** 400", "-(10 ** 400)", "float('nan')"])
+def test_huge_and_non_finite_totals_are_the_candidates_error(total, samples):
+    code = f"import numpy as np\n\ndef compute_dense_reward(self, action):\n    return {total}\n"
+    report = validate(code, get_task("metaworld/reach-v3"), samples)
+    assert not report.ok  # the child cannot turn it into a float (OverflowError) or the parent finds it non-finite
+    assert report.checks["runs"]["ok"] is False or report.checks["finite_total"]["ok"] is False
+
+
+# --- training: the same jail, limits on every call ---
+
+TRAIN_TASK = "halfcheetah/forward"
+TINY_PPO = {"n_steps": 64, "batch_size": 64, "n_epochs": 1}
+BOMB = LINT_OFF + '''
+calls = [0]
+
+
+def compute_dense_reward(self, action):
+    calls[0] += 1
+    if calls[0] > 50:
+        os, real = lint_off()
+        BODY
+    return float(self.torso.x_velocity), {"forward": float(self.torso.x_velocity)}
+'''
+BOMBS = {
+    "sleep": ('os.sys.modules["time"].sleep(2.0)', "took longer than 0.5 s"),
+    "slow_sleep": ('os.sys.modules["time"].sleep(0.03)', "calls became slow"),
+    "busy_loop": ("while True:\n            pass", "ms of CPU time"),
+    "nan": ('return float("nan"), {"forward": 0.0}', "the total is nan"),
+    "nan_component": ('return 0.0, {"forward": float("inf")}', "component 'forward' is inf"),
+    "huge_integer": ('return 10 ** 400, {"forward": 0.0}', "OverflowError|the total is inf"),
+    "exit": ("os._exit(0)", "exited with code 0"),
+    "read_secret": ('raise ValueError(real.open(SECRET).read())', "PermissionError|FileNotFoundError"),
+}
+
+
+def train_with(code: str, tmp_path: Path, limits: Limits, steps: int = 400):
+    from policies.train import TrainConfig, train
+
+    config = TrainConfig(task_id=TRAIN_TASK, out_dir=tmp_path, steps=steps, eval_freq=128, eval_episodes=1, overrides=dict(TINY_PPO))
+    with SandboxedReward(code, "bomb", limits) as reward:
+        return train(config, reward_fn=reward)
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+@pytest.mark.parametrize("bomb", sorted(BOMBS))
+def test_training_stops_cleanly_on_a_time_bomb(bomb, mechanism, sentinel, tmp_path):
+    body, reason = BOMBS[bomb]
+    code = fill(BOMB.replace("BODY", body).replace("SECRET", repr(str(sentinel["secrets"][-1]))), sentinel)
+    limits = Limits(isolation=mechanism, slow_window=16)
+    with pytest.raises(RewardProgramError, match=reason):
+        train_with(code, tmp_path, limits)
+    result = json.loads((tmp_path / "result.json").read_text())  # the partial run is kept
+    assert result["reward_failure"] and result["steps"] >= 40
+    assert result["curve"] and mechanism in result["reward_isolation"]
+    assert_host_untouched(sentinel, result, *(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()))
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_stderr_flood_costs_the_parent_nothing(mechanism, tmp_path):
+    code = BOMB.replace("calls[0] > 50", "calls[0] > 0").replace("BODY", 'os.write(2, b"x" * 65536)')
+    result = train_with(code, tmp_path, Limits(isolation=mechanism), steps=256)
+    assert result.reward_failure is None and result.steps == 256
+
+
+def run_cli(args: list[str], hide: str, cwd: Path, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, T2R_SANDBOX_HIDE=hide, **(env_extra or {}))
+    return subprocess.run([sys.executable, "-m", "text2reward.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_t2r_train_runs_a_reward_file_in_the_jail(mechanism, sentinel, tmp_path):
+    body = 'attempt(results, "w", lambda: real.open(TARGET + "/train", "w").write("x"))\nattempt(results, "r", lambda: real.open(SECRETS[0]).read())'
+    code = fill(BOMB.replace("calls[0] > 50", "calls[0] == 60").replace("BODY", "results = {}\n        " + body.replace("\n", "\n        ") + "\n        raise ValueError(repr(results))"), sentinel)
+    reward = tmp_path / "reward.py"
+    reward.write_text(code)
+    args = ["train", "--task", TRAIN_TASK, "--reward", str(reward), "--steps", "256", "--out", str(tmp_path / "out"),
+            "--eval-freq", "128", "--eval-episodes", "1"] + [f"--hp={k}={v}" for k, v in TINY_PPO.items()]
+    done = run_cli(args, OTHER[mechanism], tmp_path)
+    assert done.returncode == 1 and "reward program 'reward' failed at call 60" in done.stderr, done.stderr[-2000:]
+    assert "blocked" in done.stderr and "SUCCEEDED" not in done.stderr
+    result = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert mechanism in result["reward_isolation"] and result["reward_failure"]
+    assert_host_untouched(sentinel, done.stdout, done.stderr, result)
+
+
+def test_t2r_train_trusted_reward_is_in_process_and_says_so(tmp_path):
+    reward = tmp_path / "mine.py"
+    reward.write_text("def compute_dense_reward(self, action):\n    return float(self.torso.x_velocity)\n")
+    args = ["train", "--task", TRAIN_TASK, "--reward", str(reward), "--trusted-reward", "--steps", "128", "--out", str(tmp_path / "out"),
+            "--eval-freq", "128", "--eval-episodes", "1"] + [f"--hp={k}={v}" for k, v in TINY_PPO.items()]
+    done = run_cli(args, "", tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert result["reward_isolation"].startswith("none: trusted code run in the training process")
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_run_worker_contains_the_candidate(mechanism, sentinel, tmp_path):
+    """A `t2r run` training worker with a hostile candidate: the candidate fails with its reason, the host is untouched."""
+    body = ('attempt(results, "w", lambda: real.open(TARGET + "/worker", "w").write("x"))\n'
+            'attempt(results, "kill", lambda: os.kill(SIBLING, 9))\n'
+            'return float("nan"), {"forward": 0.0}')
+    code = fill(BOMB.replace("BODY", "results = {}\n        " + body.replace("\n", "\n        ")), sentinel)
+    (tmp_path / "candidate.py").write_text(code)
+    job = {"task_id": TRAIN_TASK, "out_dir": str(tmp_path / "job"), "reward": "code", "code_path": str(tmp_path / "candidate.py"),
+           "steps": 256, "eval_freq": 128, "eval_episodes": 1, "overrides": TINY_PPO, "analysis_episodes": 0}
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "job.json").write_text(json.dumps(job))
+    env = dict(os.environ, T2R_SANDBOX_HIDE=OTHER[mechanism])
+    done = subprocess.run([sys.executable, "-m", "text2reward.worker", str(tmp_path / "job" / "job.json")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 1
+    error = json.loads((tmp_path / "job" / "error.json").read_text())
+    assert "the total is nan" in error["reason"]
+    assert json.loads((tmp_path / "job" / "train" / "result.json").read_text())["reward_failure"]
+    assert_host_untouched(sentinel, done.stdout, done.stderr, error)
+
+
+# --- fail closed ---
+
+REFUSED = "refusing to run model-written code: no sandbox passed its self-test"
+
+
+def test_every_entry_point_refuses_when_no_jail_works(tmp_path):
+    marker = tmp_path / "ran"
+    code = tmp_path / "reward.py"
+    code.write_text(f"open({str(marker)!r}, 'w').write('x')\ndef compute_dense_reward(self, action):\n    return 0.0\n")
+    hide = "bubblewrap,landlock"
+    for args in (
+        ["validate", "--task", "metaworld/reach-v3", "--code", str(code)],
+        ["train", "--task", TRAIN_TASK, "--reward", str(code), "--steps", "64", "--out", str(tmp_path / "t")],
+        ["run", "--task", "metaworld/reach-v3", "--llm", "heuristic", "--runs-dir", str(tmp_path / "runs")],
+        ["doctor"],
+    ):
+        done = run_cli(args, hide, tmp_path)
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        assert REFUSED in done.stderr and "apt-get install bubblewrap" in done.stderr
+        assert "Traceback" not in done.stderr
+    assert not marker.exists() and not (tmp_path / "runs").exists() and not (tmp_path / "t").exists()
+
+
+def test_api_refuses_when_no_jail_works(monkeypatch, samples):
+    from text2reward.sandbox import SandboxUnavailable
+
+    monkeypatch.setenv("T2R_SANDBOX_HIDE", "bubblewrap,landlock")
+    with pytest.raises(SandboxUnavailable, match=REFUSED):
+        validate("def compute_dense_reward(self, action):\n    return 0.0\n", get_task("metaworld/reach-v3"), samples,
+                 Limits(isolation="landlock"))
+    with pytest.raises(SandboxUnavailable):
+        SandboxedReward("def compute_dense_reward(self, action):\n    return 0.0\n")(samples[0][0], samples[0][1], 0.0, False)
+
+
+def test_a_jail_that_does_not_isolate_fails_its_self_test(tmp_path):
+    """A `bwrap` on the PATH that is something else (here it exits at once), and Landlock hidden: the
+    self-test gets no findings, the mechanism fails, and the toolkit refuses."""
+    fake = tmp_path / "bin" / "bwrap"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    env = {"PATH": f"{fake.parent}:{os.environ['PATH']}"}
+    done = run_cli(["doctor", "--json"], "landlock", tmp_path, env)
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert report["active"] is None
+    assert "did not finish its self-test" in report["mechanisms"]["bubblewrap"]["reason"]
+
+
+def test_a_landlock_view_of_everything_fails_its_self_test(monkeypatch):
+    """A jail that runs but shows too much (Landlock allowing all of /): the self-test reads the secret."""
+    from text2reward.sandbox import isolation
+    from text2reward.sandbox.selftest import self_test
+
+    monkeypatch.setattr(isolation, "readable_paths", lambda: ("/",))
+    outcome = self_test("landlock")
+    assert isinstance(outcome, str) and "read_secret_tmp: succeeded" in outcome
+
+
+def test_doctor_reports_the_active_jail_and_its_findings(tmp_path):
+    done = run_cli(["doctor", "--json"], "", tmp_path)
+    report = json.loads(done.stdout)
+    assert done.returncode == 0 and report["active"] in ("bubblewrap", "landlock")
+    findings = report["mechanisms"][report["active"]]["findings"]
+    assert len(findings) == 12 and all(f.startswith("blocked") for f in findings.values())
