@@ -124,9 +124,12 @@ ATTACKS = {
         'attempt(results, "spawn", lambda: os.posix_spawn("/bin/sh", ["sh"], {}))\n'
         'raise ValueError(repr(results))'
     ),
+    # the attack on the trusted path: find the live simulator through gc and move the goal onto the gripper
     "gc_reaches_no_simulator": (
         'gc = os.sys.modules["gc"]\n'
-        'found = [o for o in gc.get_objects() if str(real.type(o).__module__).split(".")[0] in ("mujoco", "metaworld", "gymnasium", "gymnasium_robotics")]\n'
+        'mujoco, gym = os.sys.modules.get("mujoco"), os.sys.modules.get("gymnasium")\n'
+        'kinds = tuple(k for k in (real.getattr(mujoco, "MjData", None), real.getattr(mujoco, "MjModel", None), real.getattr(gym, "Env", None)) if k)\n'
+        'found = [o for o in gc.get_objects() if kinds and real.isinstance(o, kinds)]\n'
         'return 0.0, {"simulator_objects": float(len(found))}'
     ),
 }
@@ -490,3 +493,63 @@ def test_doctor_reports_the_active_jail_and_its_findings(tmp_path):
     assert done.returncode == 0 and report["active"] in ("bubblewrap", "landlock")
     findings = report["mechanisms"][report["active"]]["findings"]
     assert len(findings) == 12 and all(f.startswith("blocked") for f in findings.values())
+
+
+TIME_BOMB_REPLY = '''A reward that behaves while it is validated.
+
+```python
+import numpy as np
+
+calls = []
+
+
+def compute_dense_reward(self, action):
+    calls.append(1)
+    distance = float(np.linalg.norm(self.robot.ee_position - self.goal_position))
+    if len(calls) > 450:
+        return float("nan"), {"reach": 0.0}
+    return -distance, {"reach": -distance}
+```
+'''
+
+
+def test_a_time_bomb_fails_its_candidate_in_a_run_and_the_run_goes_on(tmp_path):
+    """Through `t2r run`: the bomb passes validation (400 calls), goes off in training; that candidate
+    fails with the reason, its partial curve is kept, and the run itself finishes."""
+    from text2reward.loop import start_run
+    from text2reward.store import RunConfig
+
+    reply = tmp_path / "reply.md"
+    reply.write_text(TIME_BOMB_REPLY)
+    config = RunConfig(task_id="fetch/reach", backend="file", reply_files=[str(reply)], rounds=1, samples=1, steps=600,
+                       workers=1, final_seeds=1, compare_expert=False, screen=False, eval_freq=200, eval_episodes=1,
+                       overrides={"learning_starts": 50, "batch_size": 32})
+    store = start_run(config, tmp_path / "runs")
+    [candidate] = store.candidates()
+    assert candidate["validation"]["ok"] is True
+    assert candidate["status"] == "failed" and "the total is nan" in candidate["reason"]
+    result = json.loads(next(store.root.rglob("train/result.json")).read_text())
+    assert result["reward_failure"] and result["curve"] and "jail" in result["reward_isolation"]
+    assert store.state()["status"] == "finished"
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_screening_runs_the_candidate_in_the_jail(mechanism, sentinel):
+    """Screening replays scripted trajectories through the same jailed runner as validation."""
+    from text2reward.screening import screen_program, screening_trajectories
+
+    task = get_task("metaworld/reach-v3")
+    trajectories = screening_trajectories(task, n_success=1, n_failure=1, seed=0)
+    body = ('attempt(results, "w", lambda: real.open(TARGET + "/screen", "w").write("x"))\n'
+            'attempt(results, "r", lambda: real.open(SECRETS[1]).read())\nraise ValueError(repr(results))')
+    errors: list[str] = []
+
+    def run_returns(code: str, samples: list) -> list[float]:
+        result = run_reward(code, samples, Limits(isolation=mechanism))
+        errors.append(str(result.error))
+        return [total for total, _ in result.outputs]
+
+    with pytest.raises(RewardProgramError):  # no totals came back: the candidate, not the host, pays
+        screen_program(task, fill(program(body), sentinel), trajectories, run_returns)
+    assert "blocked" in errors[0] and "SUCCEEDED" not in errors[0]
+    assert_host_untouched(sentinel, errors)

@@ -32,7 +32,7 @@ class Limits:
     turns slow after validation (a few ms of sleep per call) fails instead of stretching training."""
     slow_window: int = 256
     open_files: int = 16
-    """RLIMIT_NOFILE once untrusted code runs (the audit hook blocks opening files anyway)."""
+    """RLIMIT_NOFILE once untrusted code runs (the jail lets it open no file anyway)."""
     max_call_us: float = 2000.0
     """Validation fails when the median reward call takes longer: at ~1,000-2,000 env steps/s
     (FACTS), a 2 ms reward would halve training throughput. Typical numpy rewards take ~8 us."""
