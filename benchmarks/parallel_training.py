@@ -23,12 +23,12 @@ import time
 from pathlib import Path
 
 from sim_envs.registry import get_task
-from text2reward.codegen import extract_code
-from text2reward.llm.base import GenerationRequest
-from text2reward.llm.heuristic import HeuristicBackend
+from text2reward.generation.extraction import extract_code
+from text2reward.generation.llm.base import GenerationRequest
+from text2reward.generation.llm.heuristic import HeuristicBackend
 from text2reward.sandbox import validate
-from text2reward.worker import TrainJob
-from text2reward.workers import JobOutcome, run_jobs
+from text2reward.training.job import TrainJob
+from text2reward.training.pool import JobOutcome, run_jobs
 
 
 def write_candidates(task_id: str, k: int, seed: int, out: Path) -> list[Path]:

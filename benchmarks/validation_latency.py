@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 from prompts import EXAMPLES_DIR, example_task_id
 from sim_envs.registry import get_task
-from text2reward.codegen import extract_code
-from text2reward.llm.base import GenerationRequest
-from text2reward.llm.heuristic import HeuristicBackend
+from text2reward.generation.extraction import extract_code
+from text2reward.generation.llm.base import GenerationRequest
+from text2reward.generation.llm.heuristic import HeuristicBackend
 from text2reward.sandbox import collect_states, static_check, validate
 
 # Heuristic programs for these (the example tasks come on top): every family, every archetype the rules know.

@@ -129,7 +129,7 @@ def train(
     eval_freq = config.eval_freq or params.eval_freq
     eval_episodes = config.eval_episodes or params.eval_episodes
     device = resolve_device(config.device)
-    torch.set_num_threads(config.torch_threads)  # FACTS: one thread is faster on 2 cores
+    torch.set_num_threads(config.torch_threads)  # one thread is faster on 2 cores (benchmarks/RESULTS.md)
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
 

@@ -11,7 +11,7 @@ from policies.reward_program import RewardFunction, SparseReward
 from policies.task_env import make_task_env
 from sim_envs.task import Task
 
-UPSIDE_DOWN_FAMILIES = {"metaworld"}  # FACTS: MetaWorld's corner cameras render upside down
+UPSIDE_DOWN_FAMILIES = {"metaworld"}  # MetaWorld's corner cameras render upside down
 
 
 def record_video(

@@ -13,6 +13,3 @@ EXAMPLES_DIR = PROMPTS_DIR / "examples"
 def example_task_id(path: Path) -> str:
     return path.stem.replace("__", "/")
 
-
-def example_path(task_id: str) -> Path:
-    return EXAMPLES_DIR / (task_id.replace("/", "__") + ".py")

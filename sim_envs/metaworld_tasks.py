@@ -18,7 +18,7 @@ from sim_envs.view_base import StateView, attr, frozen
 
 EPISODE_STEPS = 200
 """Shorter than MetaWorld's 500-step cap: every scripted policy succeeds well inside it (see tests),
-and SAC learns faster on short episodes (FACTS: time to success)."""
+and SAC learns faster on short episodes (benchmarks/expert_baselines.py)."""
 
 
 @dataclass(slots=True)
@@ -124,6 +124,9 @@ def make_metaworld_env(
     from metaworld.env_dict import ALL_V3_ENVIRONMENTS_GOAL_OBSERVABLE
 
     env = ALL_V3_ENVIRONMENTS_GOAL_OBSERVABLE[f"{name}-v3-goal-observable"](seed=seed, render_mode=render_mode)
+    # MetaWorld makes the goal observable after building the env, whose space still bounds the goal to
+    # [0, 0, 0]: the observations then fall outside their own space (Gymnasium's env checker refuses it)
+    env.observation_space = env.sawyer_observation_space
     env._freeze_rand_vec = False
     env.seeded_rand_vec = True  # draw placements from env.np_random, not numpy's global generator
     env.seed(int(np.random.SeedSequence().entropy % 2**31) if seed is None else seed)

@@ -18,9 +18,9 @@ import pytest
 import uvicorn
 
 from text2reward.dashboard import create_app
-from text2reward.html_report import export_html
+from text2reward.dashboard.export import export_html
 from text2reward.loop import start_run
-from text2reward.store import RunConfig, RunStore
+from text2reward.runs.store import RunConfig, RunStore
 
 TINY = {"learning_starts": 50, "batch_size": 32}
 HOSTILE_REPLY = """<script>window.pwned = 1; document.title = "pwned"</script>

@@ -19,8 +19,8 @@ from policies.reward_program import ProgramReward
 from policies.task_env import TaskRewardWrapper, make_task_env
 from sim_envs.errors import UnknownTaskError
 from sim_envs.registry import derive_task, get_task, list_tasks
-from text2reward.llm.base import GenerationRequest
-from text2reward.llm.heuristic import HEADER, HeuristicBackend, compose, parse_constants
+from text2reward.generation.llm.base import GenerationRequest
+from text2reward.generation.llm.heuristic import HEADER, HeuristicBackend, compose, parse_constants
 
 K = 3
 RANDOM_EPISODES = 2

@@ -11,9 +11,9 @@ import pytest
 from openai_server import Fail, OpenAITestServer
 
 from text2reward.errors import ConfigError
-from text2reward.llm import BackendError, CachedBackend, GenerationRequest, ReplyCache, default_cache_dir, make_backend
-from text2reward.llm.file_backend import FileBackend
-from text2reward.llm.openai_backend import OpenAIBackend
+from text2reward.generation.llm import BackendError, CachedBackend, GenerationRequest, ReplyCache, default_cache_dir, make_backend
+from text2reward.generation.llm.file_backend import FileBackend
+from text2reward.generation.llm.openai_backend import OpenAIBackend
 
 MESSAGES = [{"role": "system", "content": "Reward writer."}, {"role": "user", "content": "Open the drawer."}]
 REPO = Path(__file__).resolve().parents[1]
@@ -133,7 +133,7 @@ def test_file_backend_reports_missing_and_empty_files(tmp_path):
 def _run_stdin_backend(n: int, text: str) -> subprocess.CompletedProcess:
     script = (
         "import json, sys\n"
-        "from text2reward.llm import GenerationRequest, make_backend\n"
+        "from text2reward.generation.llm import GenerationRequest, make_backend\n"
         "messages = [{'role': 'user', 'content': 'Make the robot open the drawer.'}]\n"
         f"request = GenerationRequest(messages=messages, n={n}, task_id='metaworld/drawer-open-v3')\n"
         "replies = make_backend('file').generate(request)\n"
@@ -177,14 +177,14 @@ def test_file_backend_is_never_cached(tmp_path):
 
 
 def test_make_backend_heuristic_when_present():
-    pytest.importorskip("text2reward.llm.heuristic")
+    pytest.importorskip("text2reward.generation.llm.heuristic")
     backend = make_backend("heuristic")
     assert backend.name == "heuristic" and backend.rule_based
 
 
 def test_file_backend_resumes_after_the_replies_already_used(tmp_path):
-    from text2reward.llm.base import GenerationRequest
-    from text2reward.llm.file_backend import FileBackend
+    from text2reward.generation.llm.base import GenerationRequest
+    from text2reward.generation.llm.file_backend import FileBackend
 
     first, second = tmp_path / "a.md", tmp_path / "b.md"
     first.write_text("reply A")

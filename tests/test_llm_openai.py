@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from openai_server import Delay, Fail, Malformed, OpenAITestServer, Say, count_words
 
-from text2reward.llm import BackendError, GenerationRequest
-from text2reward.llm.openai_backend import OpenAIBackend
+from text2reward.generation.llm import BackendError, GenerationRequest
+from text2reward.generation.llm.openai_backend import OpenAIBackend
 
 MESSAGES = [
     {"role": "system", "content": "You write dense reward functions."},

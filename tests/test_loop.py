@@ -11,7 +11,7 @@ import time
 from openai_server import OpenAITestServer, Say
 
 from text2reward.loop import start_run
-from text2reward.store import RunConfig, RunStore, list_runs
+from text2reward.runs.store import RunConfig, RunStore, list_runs
 
 TINY = {"learning_starts": 50, "batch_size": 32}
 

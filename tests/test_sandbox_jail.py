@@ -12,7 +12,7 @@ must stay alive, and a secret in the parent's environment.
 
 Paths: `run_reward` (validation's runtime), `validate` (the static pass, then the same), a
 `SandboxedReward` in SB3 training (`policies.train`), `t2r train --reward FILE.py` and a `t2r run`
-training worker (`python -m text2reward.worker`).
+training worker (`python -m text2reward.training.job`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -28,7 +27,6 @@ import tempfile
 import uuid
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from sim_envs import get_task
@@ -43,7 +41,6 @@ MECHANISMS = [
 OTHER = {"bubblewrap": "landlock", "landlock": "bubblewrap"}
 
 LINT_OFF = '''
-import numpy as np
 
 
 def lint_off():
@@ -419,7 +416,7 @@ def test_run_worker_contains_the_candidate(mechanism, sentinel, tmp_path):
     (tmp_path / "job").mkdir()
     (tmp_path / "job" / "job.json").write_text(json.dumps(job))
     env = dict(os.environ, T2R_SANDBOX_HIDE=OTHER[mechanism])
-    done = subprocess.run([sys.executable, "-m", "text2reward.worker", str(tmp_path / "job" / "job.json")],
+    done = subprocess.run([sys.executable, "-m", "text2reward.training.job", str(tmp_path / "job" / "job.json")],
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 1
     error = json.loads((tmp_path / "job" / "error.json").read_text())
@@ -498,7 +495,6 @@ def test_doctor_reports_the_active_jail_and_its_findings(tmp_path):
 TIME_BOMB_REPLY = '''A reward that behaves while it is validated.
 
 ```python
-import numpy as np
 
 calls = []
 
@@ -517,7 +513,7 @@ def test_a_time_bomb_fails_its_candidate_in_a_run_and_the_run_goes_on(tmp_path):
     """Through `t2r run`: the bomb passes validation (400 calls), goes off in training; that candidate
     fails with the reason, its partial curve is kept, and the run itself finishes."""
     from text2reward.loop import start_run
-    from text2reward.store import RunConfig
+    from text2reward.runs.store import RunConfig
 
     reply = tmp_path / "reply.md"
     reply.write_text(TIME_BOMB_REPLY)

@@ -16,10 +16,11 @@ from typing import Any, Protocol
 
 from sim_envs import get_task, load_task_file
 from sim_envs.task import Task
-from text2reward.llm.base import Backend, GenerationRequest
-from text2reward.store import RunConfig, RunStore, index_run
-from text2reward.worker import TrainJob
-from text2reward.workers import JobOutcome, run_jobs
+from text2reward.generation.llm.base import Backend, GenerationRequest
+from text2reward.runs.ranking import best_candidate
+from text2reward.runs.store import RunConfig, RunStore, index_run
+from text2reward.training.job import TrainJob
+from text2reward.training.pool import JobOutcome, run_jobs
 
 Progress = Callable[[str], None]
 
@@ -32,9 +33,6 @@ class JobDisplay(Protocol):
     def poll(self) -> None: ...
 
     def stop(self) -> None: ...
-FINAL_STATUSES = {"invalid", "screened_out", "trained", "failed", "no_code"}
-
-
 def replies_used(store: RunStore) -> int:
     """How many replies the run has already consumed: saved rounds plus fix requests."""
     rounds = sum(len(store.read_json(p.relative_to(store.root)) or []) for p in store.root.glob("rounds/r*/replies.json"))
@@ -42,8 +40,8 @@ def replies_used(store: RunStore) -> int:
 
 
 def make_run_backend(config: RunConfig, store: RunStore) -> Backend:
-    from text2reward.llm import make_backend
-    from text2reward.llm.cache import CachedBackend, ReplyCache
+    from text2reward.generation.llm import make_backend
+    from text2reward.generation.llm.cache import CachedBackend, ReplyCache
 
     options: dict[str, Any] = {}
     if config.backend == "openai":
@@ -58,22 +56,6 @@ def make_run_backend(config: RunConfig, store: RunStore) -> Backend:
     if config.backend == "file":
         return backend  # pasted replies are the record themselves
     return CachedBackend(backend, ReplyCache(store.runs_dir / "cache"))
-
-
-# --- candidate ranking ---------------------------------------------------------------------------------
-
-
-def candidate_score(candidate: dict[str, Any]) -> tuple[float, float, float]:
-    """Order trained candidates: final success, then success over the whole curve, then native return."""
-    training = candidate.get("training") or {}
-    curve = training.get("curve") or [{"success_rate": 0.0}]
-    area = sum(p["success_rate"] for p in curve) / len(curve)
-    return (training.get("success_rate", -1.0), area, training.get("mean_native_return", float("-inf")))
-
-
-def best_candidate(candidates: list[dict[str, Any]]) -> dict[str, Any] | None:
-    trained = [c for c in candidates if c["status"] == "trained"]
-    return max(trained, key=candidate_score) if trained else None
 
 
 # --- the run -------------------------------------------------------------------------------------------------
@@ -113,7 +95,7 @@ class Loop:
             final = self.store.read_json("final/summary.json")
             if redone or final is None or final.get("interrupted"):
                 final = self.finalize()
-            from text2reward.report import write_report
+            from text2reward.runs.report import write_report
 
             report = write_report(self.store)
             elapsed = state.get("wall_seconds", 0.0) + time.perf_counter() - started
@@ -168,7 +150,7 @@ class Loop:
 
     def round_prompt(self, round_index: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Round 0: the task prompt. Later: feedback on the best so far (human feedback first)."""
-        from text2reward import codegen
+        from text2reward.generation import prompting
 
         saved = self.store.read_json(f"rounds/r{round_index}/prompt.json")
         if saved is not None:
@@ -180,13 +162,13 @@ class Loop:
             messages, context = self.human_prompt(human[-1])
             context["feedback_event"] = human[-1]["id"]
         elif best is None:
-            messages = codegen.build_initial_messages(self.task, few_shot=self.config.few_shot)
+            messages = prompting.build_initial_messages(self.task, few_shot=self.config.few_shot)
         else:
             from text2reward.feedback import component_stats
 
             code = self.store.root.joinpath(best["code_file"]).read_text()
             feedback = self.store.root.joinpath(best["feedback_file"]).read_text() if best.get("feedback_file") else ""
-            messages = codegen.build_feedback_messages(self.task, code, feedback)
+            messages = prompting.build_feedback_messages(self.task, code, feedback)
             context = {
                 "previous_best_code": code,
                 "component_stats": component_stats(best["training_result"]),
@@ -207,7 +189,7 @@ class Loop:
         return self.store.candidate(event.get("candidate") or event.get("best"))
 
     def human_prompt(self, event: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        from text2reward import codegen
+        from text2reward.generation import prompting
 
         def load(candidate_id: str) -> tuple[dict[str, Any], str, str]:
             candidate = self.store.candidate(candidate_id)
@@ -217,10 +199,10 @@ class Loop:
         if event["type"] == "preference":
             _, best_code, best_text = load(event["best"])
             _, worst_code, worst_text = load(event["worst"])
-            messages = codegen.build_preference_messages(self.task, best_code, worst_code, best_text, worst_text, event.get("text"))
+            messages = prompting.build_preference_messages(self.task, best_code, worst_code, best_text, worst_text, event.get("text"))
             return messages, {"previous_best_code": best_code, "critique": event.get("text") or ""}
         _, code, behaviour = load(event["candidate"])
-        messages = codegen.build_human_feedback_messages(self.task, code, behaviour, event["text"])
+        messages = prompting.build_human_feedback_messages(self.task, code, behaviour, event["text"])
         return messages, {"previous_best_code": code, "critique": event["text"]}
 
     def round_replies(self, round_index: int, messages: list[dict[str, Any]], context: dict[str, Any]) -> list[dict[str, Any]]:
@@ -237,7 +219,8 @@ class Loop:
 
     # --- one candidate before training -----------------------------------------------------------------
     def prepare_candidate(self, round_index: int, sample: int, reply: dict[str, Any], messages: list[dict[str, Any]]) -> dict[str, Any]:
-        from text2reward import codegen
+        from text2reward.generation import prompting
+        from text2reward.generation.extraction import extract_code
         from text2reward.sandbox import validate
 
         directory = self.store.candidate_dir(round_index, sample)
@@ -255,7 +238,7 @@ class Loop:
             if text is None:
                 return self.finish_candidate(candidate, "no_code", f"the backend returned no reply: {reply.get('error')}")
             self.store.write_text(directory / f"reply_{attempt}.md", text)
-            extraction = codegen.extract_code(text)
+            extraction = extract_code(text)
             if not extraction.ok:
                 error = extraction.error or "the reply contains no compute_dense_reward(self, action)"
                 candidate["attempts"].append({"attempt": attempt, "errors": [error]})
@@ -271,7 +254,7 @@ class Loop:
                 status = "invalid" if extraction.function_found else "no_code"
                 return self.finish_candidate(candidate, status, error)
             self.say(f"{candidate['id']}: {error.splitlines()[0][:100]} -> asking for a fix")
-            attempt_messages = codegen.build_error_messages(self.task, extraction.code or text, error)
+            attempt_messages = prompting.build_error_messages(self.task, extraction.code or text, error)
             fix = self.backend.generate(GenerationRequest(
                 messages=attempt_messages, n=1, task_id=self.task.id, round=round_index,
                 temperature=self.config.temperature, context={"fix_error": error, "sample": sample, "attempt": attempt + 1, "round": round_index},

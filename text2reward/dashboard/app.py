@@ -32,8 +32,8 @@ from text2reward.dashboard.guard import LOOPBACK_HOSTS, Guard
 from text2reward.dashboard.launch import RECORD_FILE, Launcher
 from text2reward.dashboard.render import STATIC, make_templates
 from text2reward.dashboard.runview import backend_label, display_status, load_run, run_signature
-from text2reward.human import submit_feedback
-from text2reward.store import RunStore, list_runs
+from text2reward.runs.human_feedback import submit_feedback
+from text2reward.runs.store import RunStore, list_runs
 
 MAX_FORM_BYTES = 64 * 1024
 MAX_AUTHOR = 80
@@ -170,7 +170,7 @@ class Dashboard:
         return FileResponse(path, media_type=media_type, content_disposition_type="inline")
 
     def export(self, request: Request) -> Response:
-        from text2reward.html_report import export_html
+        from text2reward.dashboard.export import export_html
 
         store = self.store(request.path_params["run_id"])
         path = export_html(store)

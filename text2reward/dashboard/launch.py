@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from text2reward.store import RunStore
+from text2reward.runs.store import RunStore
 
 LOG_FILE = "dashboard-resume.log"
 RECORD_FILE = "dashboard-resume.json"

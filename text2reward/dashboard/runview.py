@@ -21,8 +21,8 @@ from markupsafe import Markup
 from text2reward.dashboard import code as codeview
 from text2reward.dashboard.files import inside, read_text
 from text2reward.dashboard.plots import Series, line_chart
-from text2reward.loop import best_candidate
-from text2reward.store import RunConfig, RunStore
+from text2reward.runs.ranking import best_candidate
+from text2reward.runs.store import RunConfig, RunStore
 
 HEURISTIC_LABEL = "heuristic (rule-based, no language model)"
 LIVE_STATUSES = {"running", "starting"}

@@ -85,7 +85,7 @@ def hidden_mechanisms() -> set[str]:
 def python_command() -> list[str]:
     # absolute and normalised (a `..` through a folder the jail hides cannot resolve inside it), but
     # not resolved: a virtual environment is found from the interpreter's own path
-    return [os.path.abspath(sys.executable), "-B", "-m", "text2reward.sandbox.worker"]
+    return [os.path.abspath(sys.executable), "-B", "-m", "text2reward.sandbox.jailed"]
 
 
 def worker_env() -> dict[str, str]:

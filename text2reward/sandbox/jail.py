@@ -1,6 +1,6 @@
 """The operating-system half of the lock-down, applied inside the worker before untrusted code runs.
 
-This is the security boundary (the audit hook and restricted builtins in worker.py are lint). In
+This is the security boundary (the audit hook and restricted builtins in jailed.py are lint). In
 order, in the process that will run the reward:
 1. a root parent's worker becomes uid/gid 65534 with no supplementary groups;
 2. new user, network, IPC and UTS namespaces where the kernel allows them: no network but a

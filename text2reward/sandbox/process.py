@@ -30,7 +30,7 @@ class SandboxFailure(Exception):
 
 
 class WorkerProcess:
-    """One jailed worker process (see worker.py for the modes); frames in, JSON frames out.
+    """One jailed worker process (see jailed.py for the modes); frames in, JSON frames out.
 
     Raises `SandboxUnavailable` (a ConfigError) when no jail passed its self-test: nothing starts."""
 

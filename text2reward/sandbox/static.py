@@ -3,7 +3,7 @@
 Why an allow-list *and* a runtime guard: the allow-list gives the model precise, line-numbered
 feedback ("line 3: import of 'os' ..."), which is what lets the next round fix the code. It is not
 a sandbox: allowed modules reach forbidden ones (`numpy.f2py.os`), so the isolated runner
-(`runner.py`, `worker.py`) enforces the same rules again without trusting this pass.
+(`runner.py`, `jailed.py`) enforces the same rules again without trusting this pass.
 """
 
 from __future__ import annotations

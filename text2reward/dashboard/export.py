@@ -20,7 +20,7 @@ from text2reward.dashboard import code as codeview
 from text2reward.dashboard.files import inside
 from text2reward.dashboard.render import STATIC, make_templates
 from text2reward.dashboard.runview import load_run
-from text2reward.store import RunStore
+from text2reward.runs.store import RunStore
 
 REPORT_FILE = "report.html"
 MAX_EMBED_BYTES = 4 * 1024 * 1024  # per file

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from policies.io import write_json_atomic
-from text2reward.llm.base import Backend, GenerationRequest, Reply
+from text2reward.generation.llm.base import Backend, GenerationRequest, Reply
 
 KEY_VERSION = 1
 """Bump when the key's recipe changes, so old entries are never served under a new meaning."""

@@ -1,4 +1,4 @@
-"""A training worker: `python -m text2reward.worker JOB.json` trains one reward and analyses it.
+"""A training worker: `python -m text2reward.training.job JOB.json` trains one reward and analyses it.
 
 Why a process per job: a reward that crashes, a worker that is killed, or a run that is interrupted
 costs only that job; finished jobs are files on disk that nothing rewrites. Model-written rewards run

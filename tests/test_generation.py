@@ -14,20 +14,20 @@ from sim_envs import get_task, render_view_doc
 from sim_envs.errors import ConfigError
 from sim_envs.fetch_tasks import FetchRobot, FetchReachView
 from sim_envs.view_base import frozen
-from text2reward.codegen import (
+from text2reward.generation.extraction import extract_code
+from text2reward.generation.prompting import (
     build_error_messages,
     build_feedback_messages,
     build_human_feedback_messages,
     build_initial_messages,
     build_preference_messages,
-    extract_code,
     fenced,
     format_messages_for_display,
     render_template,
     retrieve_examples,
     trim_error_text,
 )
-from text2reward.retrieval import load_examples
+from text2reward.generation.retrieval import load_examples
 
 TASK_IDS = ["metaworld/pick-place-v3", "fetch/push", "hopper/front_flip"]
 CONTRACT_MARKERS = ["compute_dense_reward(self, action)", "(total, components)", "`numpy`", "`math`", "success bonus"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from text2reward.worker import DONE_FILE, ERROR_FILE, JOB_FILE, PROGRESS_FILE, TrainJob
+from text2reward.training.job import DONE_FILE, ERROR_FILE, JOB_FILE, PROGRESS_FILE, TrainJob
 
 
 @dataclass
@@ -84,7 +84,7 @@ def run_jobs(
                 log = open(Path(job.out_dir) / "worker.log", "w")  # noqa: SIM115 (closed below)
                 logs[index] = log
                 running[index] = subprocess.Popen(
-                    [sys.executable, "-m", "text2reward.worker", str(Path(job.out_dir) / JOB_FILE)],
+                    [sys.executable, "-m", "text2reward.training.job", str(Path(job.out_dir) / JOB_FILE)],
                     stdout=log, stderr=subprocess.STDOUT,
                 )
             for index, process in list(running.items()):

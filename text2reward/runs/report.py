@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from text2reward.store import RunStore
+from text2reward.runs.store import RunStore
 
 HEURISTIC_LABEL = "heuristic (rule-based composer, no language model)"
 
@@ -77,7 +77,7 @@ def write_report(store: RunStore) -> Path:
     config = store.config()
     candidates = store.candidates()
     final = store.read_json("final/summary.json") or {}
-    from text2reward.loop import best_candidate
+    from text2reward.runs.ranking import best_candidate
 
     best = best_candidate(candidates)
     backend = HEURISTIC_LABEL if config.backend == "heuristic" else f"{config.backend} ({config.model or 'pasted replies'})"

@@ -23,8 +23,8 @@ from typing import Any
 
 import openai
 
-from text2reward.llm.base import ChatMessage, GenerationRequest, Reply
-from text2reward.llm.errors import BackendError
+from text2reward.generation.llm.base import ChatMessage, GenerationRequest, Reply
+from text2reward.generation.llm.errors import BackendError
 
 log = logging.getLogger(__name__)
 

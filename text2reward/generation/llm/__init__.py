@@ -14,14 +14,14 @@ import inspect
 from typing import Any
 
 from text2reward.errors import ConfigError
-from text2reward.llm.base import Backend, ChatMessage, GenerationRequest, Reply
-from text2reward.llm.cache import CachedBackend, ReplyCache, default_cache_dir
-from text2reward.llm.errors import BackendError
+from text2reward.generation.llm.base import Backend, ChatMessage, GenerationRequest, Reply
+from text2reward.generation.llm.cache import CachedBackend, ReplyCache, default_cache_dir
+from text2reward.generation.llm.errors import BackendError
 
 BACKENDS = {
-    "openai": ("text2reward.llm.openai_backend", "OpenAIBackend"),
-    "file": ("text2reward.llm.file_backend", "FileBackend"),
-    "heuristic": ("text2reward.llm.heuristic", "HeuristicBackend"),
+    "openai": ("text2reward.generation.llm.openai_backend", "OpenAIBackend"),
+    "file": ("text2reward.generation.llm.file_backend", "FileBackend"),
+    "heuristic": ("text2reward.generation.llm.heuristic", "HeuristicBackend"),
 }
 
 

@@ -1,4 +1,4 @@
-"""The isolated process that runs untrusted reward code: `python -m text2reward.sandbox.worker CONFIG`.
+"""The isolated process that runs untrusted reward code: `python -m text2reward.sandbox.jailed CONFIG`.
 
 Three modes share one lock-down sequence:
 - `serve`: one long-lived process per training env, answering one reward call per frame (views

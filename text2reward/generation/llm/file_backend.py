@@ -19,8 +19,8 @@ from collections import deque
 from pathlib import Path
 from typing import Sequence, TextIO
 
-from text2reward.llm.base import ChatMessage, GenerationRequest, Reply
-from text2reward.llm.errors import BackendError
+from text2reward.generation.llm.base import ChatMessage, GenerationRequest, Reply
+from text2reward.generation.llm.errors import BackendError
 
 SEPARATOR = "%%%"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from text2reward.worker import TrainJob
-from text2reward.workers import job_done, job_progress
+from text2reward.training.job import TrainJob
+from text2reward.training.pool import job_done, job_progress
 
 
 class TrainingBars:

@@ -11,7 +11,7 @@ from dataclasses import asdict
 from typing import Any
 
 from sim_envs.errors import ConfigError
-from text2reward.store import RunStore
+from text2reward.runs.store import RunStore
 
 MAX_TEXT = 4000
 

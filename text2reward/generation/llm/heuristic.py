@@ -30,8 +30,8 @@ import numpy as np
 from sim_envs.errors import ConfigError
 from sim_envs.registry import get_task
 from sim_envs.task import Task
-from text2reward.llm import primitives as P
-from text2reward.llm.base import GenerationRequest, Reply
+from text2reward.generation.llm import primitives as P
+from text2reward.generation.llm.base import GenerationRequest, Reply
 
 NAME = "heuristic"
 MODEL = "rule-based-v1"

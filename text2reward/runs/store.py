@@ -22,7 +22,6 @@ from policies.io import write_json_atomic, write_text_atomic
 from sim_envs.errors import ConfigError
 
 INDEX_FILE = "index.sqlite"
-DEFAULT_RUNS_DIR = Path("runs")
 
 
 @dataclass

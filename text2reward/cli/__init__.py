@@ -1,0 +1,18 @@
+"""The `t2r` command line: Typer commands, one module per command group, that print where their outputs went.
+
+- policy_commands: tasks, train, evaluate, video
+- loop_commands: prompt, validate, run, resume, demo, doctor
+- run_commands: runs, feedback, dashboard, report
+"""
+
+# imported for their commands, in the order `t2r --help` lists them
+from text2reward.cli import policy_commands  # noqa: F401, I001
+from text2reward.cli import loop_commands  # noqa: F401
+from text2reward.cli import run_commands  # noqa: F401
+from text2reward.cli.app import app
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    app()

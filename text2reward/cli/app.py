@@ -1,0 +1,79 @@
+"""What every command group shares: the Typer app, consoles, the error wrapper, common options.
+
+User mistakes become one red line and exit code 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+
+from text2reward.errors import ConfigError, Text2RewardError
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="Language-model-written dense rewards for MuJoCo robot tasks.")
+console = Console()
+err_console = Console(stderr=True)
+
+TaskFileOption = Annotated[Optional[Path], typer.Option("--task-file", help="Python file defining extra tasks (see README)")]
+
+
+def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn project errors into one red line and a non-zero exit."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except Text2RewardError as exc:
+            err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+
+    return wrapper
+
+
+def load_extra_tasks(task_file: Path | None) -> None:
+    if task_file is not None:
+        from sim_envs import load_task_file
+
+        for task in load_task_file(task_file):
+            err_console.print(f"loaded task {task.id} from {task_file}")
+
+
+RunsDirOption = Annotated[Path, typer.Option("--runs-dir", help="where runs live (with index.sqlite)")]
+DEFAULT_RUNS_DIR = Path("runs")
+
+HyperparamOption = Annotated[Optional[list[str]], typer.Option("--hp", help="hyper-parameter override KEY=VALUE (YAML value), repeatable")]
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, Any]:
+    import yaml
+
+    overrides: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--hp {item!r} is not KEY=VALUE; e.g. --hp batch_size=64")
+        overrides[key.strip()] = yaml.safe_load(value)
+    return overrides
+
+
+def say(message: str) -> None:
+    console.print(message, highlight=False, markup=False)
+
+
+def progress_bars() -> Any:
+    from text2reward.training.progress import TrainingBars
+
+    return TrainingBars(console)
+
+
+def print_run_outcome(store: Any) -> None:
+    state = store.state()
+    console.print(f"run {store.run_id}: {state.get('status')} - best success {state.get('best_success')}")
+    console.print(f"outputs in {store.root} (report: {store.root / state.get('report', 'report.md')})")
+

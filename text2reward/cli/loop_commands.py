@@ -1,0 +1,192 @@
+"""`t2r prompt | validate | run | resume | demo | doctor`: the synthesis loop and its sandbox."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from text2reward.cli.app import (
+    DEFAULT_RUNS_DIR,
+    HyperparamOption,
+    RunsDirOption,
+    TaskFileOption,
+    progress_bars,
+    load_extra_tasks,
+    parse_overrides,
+    print_run_outcome,
+    say,
+    app,
+    console,
+    err_console,
+    friendly,
+)
+from text2reward.errors import ConfigError
+
+
+@app.command()
+@friendly
+def prompt(
+    task: Annotated[str, typer.Option(help="task id")],
+    few_shot: Annotated[int, typer.Option("--few-shot", help="number of retrieved expert examples")] = 0,
+    task_file: TaskFileOption = None,
+) -> None:
+    """Print the exact messages that would be sent to the model."""
+    from sim_envs import get_task
+    from text2reward.generation.prompting import build_initial_messages, format_messages_for_display
+
+    load_extra_tasks(task_file)
+    typer.echo(format_messages_for_display(build_initial_messages(get_task(task), few_shot=few_shot)))
+
+
+@app.command()
+@friendly
+def validate(
+    task: Annotated[str, typer.Option(help="task id whose real states the code runs on")],
+    code: Annotated[Path, typer.Option(help="a .py file defining compute_dense_reward(self, action)")],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    task_file: TaskFileOption = None,
+) -> None:
+    """Static checks, then an isolated smoke run on real states; exit 0 only when the code is ok."""
+    from sim_envs import get_task
+    from text2reward.sandbox import active_isolation
+    from text2reward.sandbox import validate as run_validation
+
+    load_extra_tasks(task_file)
+    if not code.is_file():
+        raise ConfigError(f"code file {code} does not exist; pass a .py file defining compute_dense_reward(self, action)")
+    task_obj = get_task(task)
+    active_isolation()  # fail closed: no jail, no run (even the static pass is not offered as a verdict)
+    report = run_validation(code.read_text(), task_obj)
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), indent=2, default=str))
+    else:
+        console.print("[green]ok[/green]" if report.ok else "[red]rejected[/red]")
+        for error in report.errors:
+            console.print(f"  - {error}", highlight=False, markup=False)
+    raise typer.Exit(0 if report.ok else 1)
+
+
+
+@app.command()
+@friendly
+def run(
+    task: Annotated[str, typer.Option(help="task id")],
+    llm: Annotated[str, typer.Option(help="openai, heuristic (rule-based, no model) or file")] = "heuristic",
+    base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)")] = None,
+    model: Annotated[Optional[str], typer.Option(help="model name for --llm openai")] = None,
+    reply_file: Annotated[Optional[list[Path]], typer.Option(help="reply files for --llm file (else stdin)")] = None,
+    rounds: Annotated[int, typer.Option()] = 2,
+    samples: Annotated[int, typer.Option(help="candidates per round (K)")] = 2,
+    steps: Annotated[Optional[int], typer.Option(help="training steps per candidate")] = None,
+    workers: Annotated[int, typer.Option(help="parallel training workers (W)")] = 2,
+    seed: Annotated[int, typer.Option()] = 0,
+    few_shot: Annotated[int, typer.Option("--few-shot")] = 0,
+    vision: Annotated[bool, typer.Option(help="send rollout keyframes to a vision-capable model")] = False,
+    screen: Annotated[bool, typer.Option(help="screen candidates on scripted trajectories before training")] = True,
+    final_seeds: Annotated[int, typer.Option(help="seeds to re-train the best reward (and the expert) on")] = 2,
+    compare_expert: Annotated[bool, typer.Option(help="train the expert reward on the same budget")] = True,
+    success_threshold: Annotated[float, typer.Option(help="stop early at this success rate")] = 0.9,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda")] = "auto",
+    eval_freq: Annotated[Optional[int], typer.Option(help="env steps between success evaluations")] = None,
+    eval_episodes: Annotated[Optional[int], typer.Option(help="episodes per evaluation")] = None,
+    hp: HyperparamOption = None,
+    runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
+    task_file: TaskFileOption = None,
+) -> None:
+    """Generate, validate, screen, train and refine rewards for a task."""
+    from text2reward.loop import start_run
+    from text2reward.runs.store import RunConfig
+
+    config = RunConfig(
+        task_id=task, backend=llm, model=model, base_url=base_url, reply_files=[str(p) for p in reply_file or []],
+        rounds=rounds, samples=samples, steps=steps, workers=workers, seed=seed, few_shot=few_shot, vision=vision,
+        screen=screen, final_seeds=final_seeds, compare_expert=compare_expert, success_threshold=success_threshold,
+        device=device, task_file=str(task_file.resolve()) if task_file else None,
+        eval_freq=eval_freq, eval_episodes=eval_episodes, overrides=parse_overrides(hp),
+    )
+    store = start_run(config, runs_dir, progress=say, display=progress_bars())
+    print_run_outcome(store)
+
+
+@app.command()
+@friendly
+def resume(
+    run_id: Annotated[str, typer.Argument(help="the run to continue")],
+    runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
+    rounds: Annotated[Optional[int], typer.Option(help="raise the number of rounds")] = None,
+) -> None:
+    """Continue an interrupted run (or add rounds): finished candidates are never redone."""
+    from text2reward.loop import resume_run
+    from text2reward.runs.store import RunStore
+
+    if rounds is not None:
+        store = RunStore.open(runs_dir, run_id)
+        config = store.config()
+        if rounds > config.rounds:
+            from dataclasses import asdict
+
+            config.rounds = rounds
+            store.write_json("config.json", asdict(config))
+    store = resume_run(runs_dir, run_id, progress=say, display=progress_bars())
+    print_run_outcome(store)
+
+
+
+@app.command()
+@friendly
+def demo(
+    runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
+    task: Annotated[str, typer.Option(help="a task that learns in minutes on 2 cores")] = "fetch/reach",
+    steps: Annotated[int, typer.Option(help="training steps per candidate")] = 4000,
+) -> None:
+    """The offline demo: the rule-based heuristic backend (no language model), 2 rounds x 2 candidates,
+    a report with code, learning curves and a rollout video."""
+    from text2reward.loop import start_run
+    from text2reward.runs.store import RunConfig
+
+    console.print("text2reward demo: rewards composed by the [bold]rule-based heuristic backend[/bold] (no language model), offline.")
+    # Two full rounds whatever the success (threshold above 1), evaluated often enough to draw curves;
+    # learning starts early because the budget is small (SAC's default waits 1,000 steps).
+    config = RunConfig(task_id=task, backend="heuristic", rounds=2, samples=2, steps=steps, workers=2,
+                       final_seeds=1, success_threshold=1.01, eval_freq=max(steps // 8, 250), eval_episodes=10,
+                       overrides={"learning_starts": min(300, steps // 4)})
+    store = start_run(config, runs_dir, progress=say, display=progress_bars())
+    print_run_outcome(store)
+    video = next(iter(sorted(store.root.glob("rounds/*/s*/training/rollout.mp4"))), None)
+    if video:
+        console.print(f"rollout video: {video}")
+
+
+@app.command()
+@friendly
+def doctor(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Which sandbox isolation is active here and what each mechanism's self-test found."""
+    from text2reward.sandbox.isolation import MECHANISMS, Isolation, active_isolation, check
+
+    outcomes = {mechanism: check(mechanism) for mechanism in MECHANISMS}
+    try:
+        active: Any = active_isolation()
+    except ConfigError as exc:
+        active = exc
+    if as_json:
+        typer.echo(json.dumps({
+            "active": active.mechanism if isinstance(active, Isolation) else None,
+            "mechanisms": {m: ({"ok": True, "layers": o.layers, "findings": o.findings} if isinstance(o, Isolation)
+                               else {"ok": False, "reason": o}) for m, o in outcomes.items()},
+        }, indent=2))
+    else:
+        for mechanism, outcome in outcomes.items():
+            if isinstance(outcome, Isolation):
+                console.print(f"[green]{mechanism}: self-test passed[/green]: {outcome.describe()}", highlight=False)
+                for probe, finding in outcome.findings.items():
+                    console.print(f"    {probe}: {finding}", highlight=False, markup=False)
+            else:
+                console.print(f"[red]{mechanism}: unavailable[/red]: {outcome}", highlight=False)
+        if isinstance(active, Isolation):
+            console.print(f"active: [bold]{active.mechanism}[/bold]; model-written code runs in this jail")
+        else:
+            err_console.print(f"[red]error:[/red] {active}", highlight=False, soft_wrap=True)
+    raise typer.Exit(0 if isinstance(active, Isolation) else 1)

@@ -1,0 +1,172 @@
+"""`t2r tasks | train | evaluate | video`: the tasks, and policies trained on a chosen reward."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+
+from text2reward.cli.app import (
+    TaskFileOption,
+    load_extra_tasks,
+    parse_overrides,
+    app,
+    console,
+    friendly,
+)
+from text2reward.errors import ConfigError
+
+
+@app.command()
+@friendly
+def tasks(
+    family: Annotated[Optional[str], typer.Option(help="only this family, e.g. metaworld")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable list")] = False,
+    show: Annotated[Optional[str], typer.Option(help="print one task's details and its state view")] = None,
+    task_file: TaskFileOption = None,
+) -> None:
+    """List the registered tasks."""
+    from sim_envs import get_task, list_tasks, render_view_doc
+
+    load_extra_tasks(task_file)
+    if show:
+        task = get_task(show)
+        console.print(f"[bold]{task.id}[/bold]: {task.description}")
+        console.print(f"success: {task.success_doc}")
+        console.print(f"expert reward: {task.expert_reward_doc or 'none'}")
+        console.print(f"episode: {task.max_episode_steps} steps; default budget {task.default_steps} steps")
+        console.print(render_view_doc(task), highlight=False, markup=False)
+        return
+    selected = list_tasks(family)
+    if as_json:
+        typer.echo(json.dumps([t.summary() for t in selected], indent=2))
+        return
+    table = Table("id", "description", "expert", "scripted", title=f"{len(selected)} tasks")
+    for task in selected:
+        table.add_row(task.id, task.description, "yes" if task.has_expert_reward else "-", "yes" if task.has_scripted_policy else "-")
+    console.print(table)
+
+
+@app.command()
+@friendly
+def train(
+    task: Annotated[str, typer.Option(help="task id, e.g. metaworld/reach-v3")],
+    reward: Annotated[str, typer.Option(help="expert, sparse, or a .py file defining compute_dense_reward")] = "expert",
+    steps: Annotated[Optional[int], typer.Option(help="environment steps (default: the task's budget)")] = None,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path, typer.Option(help="output directory")] = Path("runs/train"),
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda")] = "auto",
+    algo: Annotated[Optional[str], typer.Option(help="sac or ppo (default: the family's)")] = None,
+    eval_freq: Annotated[Optional[int], typer.Option(help="env steps between success evaluations")] = None,
+    eval_episodes: Annotated[Optional[int], typer.Option(help="episodes per evaluation")] = None,
+    stop_at_success: Annotated[Optional[float], typer.Option(help="stop once evaluation success reaches this")] = None,
+    hp: Annotated[Optional[list[str]], typer.Option("--hp", help="hyper-parameter override KEY=VALUE, repeatable")] = None,
+    trusted_reward: Annotated[bool, typer.Option(
+        "--trusted-reward", help="run a --reward FILE.py you wrote yourself inside the training process, with no sandbox")] = False,
+    task_file: TaskFileOption = None,
+) -> None:
+    """Train a policy with a reward and evaluate it with the task's own success test.
+
+    A --reward FILE.py runs in the sandbox's jail, like model-written code, unless --trusted-reward."""
+    from policies.train import RESULT_FILE, TrainConfig
+    from policies.train import train as run_training
+
+    load_extra_tasks(task_file)
+    reward_fn = _reward_for_training(reward, trusted_reward)
+    config = TrainConfig(
+        task_id=task, out_dir=out, reward=reward, steps=steps, seed=seed, device=device, algo=algo,
+        eval_freq=eval_freq, eval_episodes=eval_episodes, stop_at_success=stop_at_success, progress=True,
+        overrides=parse_overrides(hp),
+    )
+    try:
+        result = run_training(config, reward_fn=reward_fn)
+    finally:
+        close = getattr(reward_fn, "close", None)
+        if close is not None:
+            close()
+    console.print(
+        f"success rate {result.success_rate:.2f} (best {result.best_success_rate:.2f}) after {result.steps} steps "
+        f"in {result.wall_seconds:.0f} s ({result.steps_per_second:.0f} steps/s, {result.device})"
+    )
+    console.print(f"reward isolation: {result.reward_isolation}", highlight=False)
+    console.print(f"wrote {out / RESULT_FILE}, model {result.model_path}, TensorBoard logs {out / 'tb'}")
+
+
+def _reward_for_training(spec: str, trusted: bool) -> Any:
+    """expert / sparse as they are; a file jailed (SandboxedReward) unless the user vouches for it."""
+    from policies.reward_program import ProgramReward
+
+    if spec in ("expert", "sparse"):
+        if trusted:
+            raise ConfigError("--trusted-reward applies to a --reward FILE.py only; drop it for expert or sparse")
+        return None
+    path = Path(spec)
+    if not path.is_file():
+        raise ConfigError(f"reward file {path} does not exist; pass expert, sparse, or a .py file defining compute_dense_reward(self, action)")
+    if trusted:
+        return ProgramReward.from_file(path)
+    from text2reward.sandbox import SandboxedReward, active_isolation
+
+    active_isolation()  # fail closed before training starts
+    return SandboxedReward(path.read_text(), name=path.stem)
+
+
+@app.command()
+@friendly
+def evaluate(
+    model: Annotated[Path, typer.Option(help="a `t2r train --out` directory")],
+    episodes: Annotated[int, typer.Option()] = 10,
+    seed: Annotated[int, typer.Option()] = 100,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    task_file: TaskFileOption = None,
+) -> None:
+    """Evaluate a saved policy with its task's success test."""
+    from policies.evaluate import evaluate as run_eval
+    from policies.evaluate import model_actor
+    from policies.reward_program import SparseReward
+    from policies.task_env import make_task_env
+    from policies.train import load_policy
+    from sim_envs import get_task
+
+    load_extra_tasks(task_file)
+    policy, meta = load_policy(model)
+    task = get_task(meta["task"])
+    env = make_task_env(task, SparseReward(), seed=seed)
+    try:
+        result = run_eval(env, model_actor(policy), episodes, seed=seed)
+    finally:
+        env.close()
+    summary = {"task": task.id, "episodes": episodes, "success_rate": result.success_rate,
+               "mean_native_return": result.mean_native_return, "mean_length": result.mean_length}
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        console.print(f"{task.id}: success rate {result.success_rate:.2f} over {episodes} episodes "
+                      f"(mean native return {result.mean_native_return:.1f}, mean length {result.mean_length:.0f})")
+
+
+@app.command()
+@friendly
+def video(
+    model: Annotated[Path, typer.Option(help="a `t2r train --out` directory")],
+    out: Annotated[Optional[Path], typer.Option(help="mp4 path (default: MODEL/rollout.mp4)")] = None,
+    episodes: Annotated[int, typer.Option()] = 1,
+    seed: Annotated[int, typer.Option()] = 100,
+    size: Annotated[int, typer.Option(help="frame width and height in pixels")] = 320,
+    task_file: TaskFileOption = None,
+) -> None:
+    """Record a rollout video of a saved policy (offscreen rendering)."""
+    from policies.evaluate import model_actor
+    from policies.train import load_policy
+    from policies.video import record_video
+    from sim_envs import get_task
+
+    load_extra_tasks(task_file)
+    policy, meta = load_policy(model)
+    task = get_task(meta["task"])
+    path = out or (model / "rollout.mp4")
+    info = record_video(task, model_actor(policy), path, episodes=episodes, seed=seed, size=size)
+    console.print(f"wrote {info['path']} ({info['frames']} frames at {info['fps']} fps, successes {info['successes']})")

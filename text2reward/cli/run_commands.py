@@ -1,0 +1,124 @@
+"""`t2r runs | feedback | dashboard | report`: reading runs, and a person's feedback on them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from text2reward.cli.app import (
+    DEFAULT_RUNS_DIR,
+    RunsDirOption,
+    app,
+    console,
+    friendly,
+)
+
+
+runs_app = typer.Typer(help="List runs, or show one.", invoke_without_command=True)
+app.add_typer(runs_app, name="runs")
+
+
+@runs_app.callback()
+@friendly
+def runs_list(ctx: typer.Context, runs_dir: RunsDirOption = DEFAULT_RUNS_DIR, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List runs, newest first."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from text2reward.runs.store import list_runs
+
+    rows = list_runs(runs_dir)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    table = Table("run", "task", "backend", "status", "rounds", "best success", "tokens", "wall s", title=f"runs in {runs_dir}")
+    for r in rows:
+        backend = r["backend"] + (" (rule-based)" if r["backend"] == "heuristic" else f" {r['model'] or ''}")
+        best = "-" if r["best_success"] is None else f"{r['best_success']:.2f}"
+        table.add_row(r["run_id"], r["task_id"], backend, r["status"], str(r["rounds_done"]), best,
+                      str(r["prompt_tokens"] + r["completion_tokens"]), f"{r['wall_seconds'] or 0:.0f}")
+    console.print(table)
+
+
+@runs_app.command("show")
+@friendly
+def runs_show(run_id: Annotated[str, typer.Argument()], runs_dir: RunsDirOption = DEFAULT_RUNS_DIR) -> None:
+    """Summarise one run: best success per round, token cost, wall time, the final comparison."""
+    from text2reward.runs.ranking import best_candidate
+    from text2reward.runs.store import RunStore
+
+    store = RunStore.open(runs_dir, run_id)
+    config, state = store.config(), store.state()
+    candidates = store.candidates()
+    author = "heuristic (rule-based, no language model)" if config.backend == "heuristic" else f"{config.backend} {config.model or ''}"
+    console.print(f"[bold]{run_id}[/bold] {config.task_id} by {author}: {state.get('status')}, {state.get('wall_seconds', 0):.0f} s")
+    table = Table("round", "candidates", "best", "best success")
+    rounds = sorted({c["round"] for c in candidates})
+    for r in rounds:
+        in_round = [c for c in candidates if c["round"] == r]
+        best = best_candidate(in_round)
+        table.add_row(str(r), ", ".join(f"{c['id']}:{c['status']}" for c in in_round), best["id"] if best else "-",
+                      f"{best['training']['success_rate']:.2f}" if best else "-")
+    console.print(table)
+    tokens = sum(c["tokens"]["prompt"] + c["tokens"]["completion"] for c in candidates)
+    console.print(f"tokens: {tokens}")
+    final = store.read_json("final/summary.json") or {}
+    for kind in ("best", "expert"):
+        if isinstance(final.get(kind), dict) and final[kind]["mean"] is not None:
+            console.print(f"final {kind}: success {final[kind]['mean']:.2f} +/- {final[kind]['std']:.2f} over seeds {final['seeds']}")
+    console.print(f"directory: {store.root}")
+
+
+@app.command()
+@friendly
+def feedback(
+    run_id: Annotated[str, typer.Argument(help="the run to give feedback on")],
+    candidate: Annotated[Optional[str], typer.Option(help="the candidate you critique, e.g. r0-s1")] = None,
+    text: Annotated[Optional[str], typer.Option(help="what the robot did wrong / what you want")] = None,
+    best: Annotated[Optional[str], typer.Option(help="the candidate whose behaviour you prefer")] = None,
+    worst: Annotated[Optional[str], typer.Option(help="the candidate whose behaviour you reject")] = None,
+    runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
+) -> None:
+    """Critique a candidate or pick best/worst; `t2r resume RUN_ID` then runs the round it produces."""
+    from text2reward.runs.human_feedback import submit_feedback
+    from text2reward.runs.store import RunStore
+
+    store = RunStore.open(runs_dir, run_id)
+    event = submit_feedback(store, candidate=candidate, text=text, best=best, worst=worst)
+    console.print(f"stored feedback #{event['id']} for round {event['for_round']} in {store.root / 'events.json'}; "
+                  f"run `t2r resume {run_id} --runs-dir {runs_dir}` to generate it")
+
+
+@app.command()
+@friendly
+def dashboard(
+    runs_dir: Annotated[Path, typer.Option("--runs", "--runs-dir", help="where runs live (with index.sqlite)")] = DEFAULT_RUNS_DIR,
+    host: Annotated[str, typer.Option(help="interface to bind; the default keeps the dashboard on this machine")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port")] = 8765,
+) -> None:
+    """Serve the run dashboard: watch rollouts, compare rewards, critique or pick, refine (Ctrl-C stops it)."""
+    from text2reward.dashboard import serve
+
+    serve(runs_dir, host=host, port=port)
+
+
+@app.command()
+@friendly
+def report(
+    run_id: Annotated[str, typer.Argument(help="the run to report on")],
+    runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
+    html: Annotated[bool, typer.Option("--html", help="also write a self-contained report.html")] = False,
+) -> None:
+    """(Re)write a run's report.md; with --html also a self-contained report.html (plots, code, small videos inside)."""
+    from text2reward.runs.report import write_report
+    from text2reward.runs.store import RunStore
+
+    store = RunStore.open(runs_dir, run_id)
+    console.print(f"wrote {write_report(store)}")
+    if html:
+        from text2reward.dashboard.export import export_html
+
+        console.print(f"wrote {export_html(store)}")
