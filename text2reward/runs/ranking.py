@@ -1,0 +1,18 @@
+"""Which candidate is best: one ordering for the loop, the reports, the CLI and the dashboard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def candidate_score(candidate: dict[str, Any]) -> tuple[float, float, float]:
+    """Order trained candidates: final success, then success over the whole curve, then native return."""
+    training = candidate.get("training") or {}
+    curve = training.get("curve") or [{"success_rate": 0.0}]
+    area = sum(p["success_rate"] for p in curve) / len(curve)
+    return (training.get("success_rate", -1.0), area, training.get("mean_native_return", float("-inf")))
+
+
+def best_candidate(candidates: list[dict[str, Any]]) -> dict[str, Any] | None:
+    trained = [c for c in candidates if c["status"] == "trained"]
+    return max(trained, key=candidate_score) if trained else None
