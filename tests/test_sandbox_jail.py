@@ -41,6 +41,7 @@ MECHANISMS = [
 OTHER = {"bubblewrap": "landlock", "landlock": "bubblewrap"}
 
 LINT_OFF = '''
+import numpy as np
 
 
 def lint_off():
@@ -495,6 +496,7 @@ def test_doctor_reports_the_active_jail_and_its_findings(tmp_path):
 TIME_BOMB_REPLY = '''A reward that behaves while it is validated.
 
 ```python
+import numpy as np
 
 calls = []
 
@@ -549,3 +551,18 @@ def test_screening_runs_the_candidate_in_the_jail(mechanism, sentinel):
         screen_program(task, fill(program(body), sentinel), trajectories, run_returns)
     assert "blocked" in errors[0] and "SUCCEEDED" not in errors[0]
     assert_host_untouched(sentinel, errors)
+
+
+def test_a_child_cannot_pass_the_time_check_by_reporting_fast_calls(samples):
+    """The child burns CPU, then forges a reply claiming 10 ns per call: the kernel's count of its CPU
+    time (read by the zygote) fails the time check anyway."""
+    from text2reward.sandbox.validation import smoke_checks
+
+    payload = {"passes": [[[float(i), {"r": float(i)}, 10] for i in range(len(samples))]]}
+    burn = "    total = 0\n    for i in range(30_000_000):\n        total += i\n"
+    code = FORGE_VALIDATION.replace("PAYLOAD", repr(payload)).replace("    os, real = lint_off()\n", "    os, real = lint_off()\n" + burn, 1)
+    limits = Limits(cpu_seconds=20, wall_seconds=60.0)
+    result = run_reward(code, samples, limits)
+    assert result.ok and result.seconds == [1e-8] * len(samples)  # the forged claim came through...
+    check = smoke_checks(result, limits)["time_per_call"]
+    assert check["ok"] is False and check["outside_mean_us"] > limits.max_call_us  # ...and was not believed

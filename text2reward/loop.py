@@ -33,6 +33,8 @@ class JobDisplay(Protocol):
     def poll(self) -> None: ...
 
     def stop(self) -> None: ...
+
+
 def replies_used(store: RunStore) -> int:
     """How many replies the run has already consumed: saved rounds plus fix requests."""
     rounds = sum(len(store.read_json(p.relative_to(store.root)) or []) for p in store.root.glob("rounds/r*/replies.json"))

@@ -123,7 +123,6 @@ def _zygote(config: dict) -> int:
             continue
         gc.freeze()  # the child's collections then skip the zygote's objects: no copy-on-write storm
         read_end, write_end = os.pipe()
-        forked = time.monotonic()
         pid = os.fork()
         if pid == 0:
             try:
@@ -133,7 +132,6 @@ def _zygote(config: dict) -> int:
                 os._exit(0)
         os.close(write_end)
         status, reply = _wait_for_child(pid, read_end, float(request["wall_seconds"]))
-        status["seconds"] = float(time.monotonic() - forked)
         os.close(read_end)
         _send(proto_out, status)
         if reply is not None:
@@ -182,17 +180,19 @@ def _wait_for_child(pid: int, fd: int, seconds: float) -> tuple[dict, bytes | No
 def _reap(pid: int, grace: float) -> dict:
     deadline = time.monotonic() + grace
     while True:
-        done, code = os.waitpid(pid, os.WNOHANG)
+        done, code, usage = os.wait4(pid, os.WNOHANG)
         if done:
             break
         if time.monotonic() >= deadline:
             os.kill(pid, signal.SIGKILL)  # our own child, by its id
-            _, code = os.waitpid(pid, 0)
+            _, code, usage = os.wait4(pid, 0)
             break
         time.sleep(0.002)
+    # the child's CPU time from the kernel: the parent bounds the reward's cost with it, whatever the child reports
+    cpu = {"cpu_seconds": float(usage.ru_utime + usage.ru_stime)}
     if os.WIFSIGNALED(code):
-        return {"signal": os.WTERMSIG(code), "exit": None}
-    return {"signal": None, "exit": os.WEXITSTATUS(code)}
+        return {"signal": os.WTERMSIG(code), "exit": None, **cpu}
+    return {"signal": None, "exit": os.WEXITSTATUS(code), **cpu}
 
 
 # --- lock-down ---

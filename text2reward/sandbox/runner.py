@@ -48,8 +48,8 @@ class RunResult:
     """'load' (the module body), 'exception' (a call raised), 'output' (a bad return value), 'process'."""
     failed_index: int | None = None
     wall_seconds: float = 0.0
-    child_seconds: float | None = None
-    """The child's life from fork to reply, timed by the zygote (trusted code), not by the child."""
+    child_cpu_seconds: float | None = None
+    """The child's CPU time from fork to exit, from the kernel via the zygote (trusted code), not from the child."""
     isolation: str = ""
 
     @property
@@ -131,8 +131,8 @@ def _fill(result: RunResult, status: Any, reply_bytes: bytes | None, n_samples: 
     """Turn the zygote's status and the child's reply into the result; distrust both shapes."""
     if not isinstance(status, dict):
         raise SandboxFailure("the sandbox sent a malformed status")
-    elapsed = status.get("seconds")
-    result.child_seconds = float(elapsed) if type(elapsed) is float and 0 <= elapsed < 1e6 else None
+    cpu = status.get("cpu_seconds")
+    result.child_cpu_seconds = float(cpu) if type(cpu) is float and 0 <= cpu < 1e6 else None
     if reply_bytes is None:
         result.error_kind = "process"
         signal_number, exit_code = status.get("signal"), status.get("exit")

@@ -19,7 +19,7 @@ from text2reward.sandbox.states import Sample, collect_states
 from text2reward.sandbox.static import static_check
 
 JAIL_STARTUP_ALLOWANCE = 0.25
-"""Seconds of a validation child's life not charged to its calls: fork, lock-down, loading the code."""
+"""CPU seconds of a validation child not charged to its calls: lock-down, unpickling states, loading the code."""
 CHECKS = ("static", "runs", "output", "finite_total", "finite_components", "not_constant", "deterministic", "time_per_call")
 """Every report lists these, in this order; a check after a failed one is marked skipped."""
 
@@ -82,10 +82,10 @@ def smoke_checks(result: RunResult, limits: Limits) -> dict[str, dict[str, Any]]
     )
     checks["deterministic"] = _determinism(result)
     median_us = statistics.median(result.seconds) * 1e6 if result.seconds else 0.0
-    # the child times its own calls; the zygote's clock (trusted) bounds the mean from outside, less
-    # an allowance for the jail's start-up, so a reward cannot pass by reporting fast calls
+    # the child times its own calls; its CPU time from the kernel (trusted, and unmoved by a busy machine)
+    # bounds the mean from outside, less the jail's start-up, so a reward cannot pass by reporting fast calls
     calls = max(1, sum(len(p) for p in result.passes))
-    outside_us = max(0.0, (result.child_seconds or 0.0) - JAIL_STARTUP_ALLOWANCE) / calls * 1e6
+    outside_us = max(0.0, (result.child_cpu_seconds or 0.0) - JAIL_STARTUP_ALLOWANCE) / calls * 1e6
     per_call_us = max(median_us, outside_us)
     checks["time_per_call"] = _check(
         per_call_us <= limits.max_call_us,
