@@ -27,7 +27,8 @@ from text2reward.generation.extraction import extract_code
 from text2reward.generation.llm.base import GenerationRequest
 from text2reward.generation.llm.heuristic import HeuristicBackend
 from text2reward.sandbox import validate
-from text2reward.training.job import TrainJob
+from policies.config import TrainConfig
+from text2reward.training.job import TRAIN_DIR, TrainJob
 from text2reward.training.pool import JobOutcome, run_jobs
 
 
@@ -54,9 +55,10 @@ def run_block(label: str, programs: list[Path], workers: int, args: argparse.Nam
     shutil.rmtree(block_dir, ignore_errors=True)  # run_jobs skips finished jobs: start clean
     jobs = [
         TrainJob(
-            task_id=args.task, out_dir=str(block_dir / f"c{i}"), reward="code", code_path=str(path.resolve()),
-            steps=args.steps, seed=args.seed, device="cpu", eval_freq=args.steps, eval_episodes=args.eval_episodes,
-            overrides={"learning_starts": args.learning_starts}, analysis_episodes=args.analysis_episodes,
+            train=TrainConfig(task_id=args.task, out_dir=block_dir / f"c{i}" / TRAIN_DIR, reward="code", steps=args.steps,
+                              seed=args.seed, device="cpu", eval_freq=args.steps, eval_episodes=args.eval_episodes,
+                              overrides={"learning_starts": args.learning_starts}),
+            code_path=str(path.resolve()), analysis_episodes=args.analysis_episodes,
         )
         for i, path in enumerate(programs)
     ]

@@ -86,7 +86,7 @@ def run_task(task: str, steps: int, args: argparse.Namespace) -> Row:
 def row_of(store: RunStore) -> Row:
     """The table row of a finished run, from its files alone (so `--show` can re-print old runs)."""
     config = store.config()
-    summary = store.read_json("final/summary.json") or {}
+    summary = store.final_summary() or {}
     candidates = store.candidates()
     statuses = [c["status"] for c in candidates]
     best_id = summary.get("best_candidate")

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from policies.callbacks import ComponentStatsCallback, SuccessEvalCallback
+from policies.config import TrainConfig
 from policies.evaluate import evaluate, model_actor
 from policies.hyperparams import Hyperparams, load_hyperparams
 from policies.io import write_json_atomic
@@ -26,24 +27,6 @@ from sim_envs.task import Task
 RESULT_FILE = "result.json"
 MODEL_FILE = "model.zip"
 EVAL_SEED_OFFSET = 10_000  # evaluation placements never coincide with training resets
-
-
-@dataclass
-class TrainConfig:
-    task_id: str
-    out_dir: Path
-    reward: str = "expert"
-    steps: int | None = None
-    seed: int = 0
-    device: str = "auto"
-    algo: str | None = None
-    eval_freq: int | None = None
-    eval_episodes: int | None = None
-    n_envs: int | None = None
-    stop_at_success: float | None = None
-    torch_threads: int = 1
-    progress: bool = False
-    overrides: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -18,8 +18,9 @@ from sim_envs import get_task, load_task_file
 from sim_envs.task import Task
 from text2reward.generation.llm.base import Backend, GenerationRequest
 from text2reward.runs.ranking import best_candidate
+from text2reward.runs.records import Candidate, FinalSummary, RoundSummary
 from text2reward.runs.store import RunConfig, RunStore, index_run
-from text2reward.training.job import TrainJob
+from text2reward.training.job import TRAIN_DIR, TrainJob
 from text2reward.training.pool import JobOutcome, run_jobs
 
 Progress = Callable[[str], None]
@@ -83,7 +84,7 @@ class Loop:
         try:
             redone = False
             for round_index in range(self.config.rounds):
-                summary = self.store.read_json(f"rounds/r{round_index}/summary.json")
+                summary = self.store.round_summary(round_index)
                 if summary is None or "interrupted" in summary["statuses"].values():
                     summary, redone = self.run_round(round_index), True
                 best = self.overall_best()
@@ -94,7 +95,7 @@ class Loop:
                 if best and best["training"]["success_rate"] >= self.config.success_threshold and not waiting:
                     self.say(f"success {best['training']['success_rate']:.2f} reached the threshold: stopping early")
                     break
-            final = self.store.read_json("final/summary.json")
+            final = self.store.final_summary()
             if redone or final is None or final.get("interrupted"):
                 final = self.finalize()
             from text2reward.runs.report import write_report
@@ -116,11 +117,11 @@ class Loop:
         finally:
             index_run(self.store)
 
-    def overall_best(self) -> dict[str, Any] | None:
+    def overall_best(self) -> Candidate | None:
         return best_candidate(self.store.candidates())
 
     # --- one round -------------------------------------------------------------------------------
-    def run_round(self, round_index: int) -> dict[str, Any]:
+    def run_round(self, round_index: int) -> RoundSummary:
         self.say(f"round {round_index}: asking {self.backend_label()} for {self.config.samples} reward(s)")
         messages, context = self.round_prompt(round_index)
         replies = self.round_replies(round_index, messages, context)
@@ -129,13 +130,13 @@ class Loop:
         self.train_round(round_index)
         candidates = self.store.candidates(round_index)
         best = best_candidate(candidates)
-        summary = {
+        summary: RoundSummary = {
             "round": round_index,
             "best": best and best["id"],
             "best_success": best and best["training"]["success_rate"],
             "statuses": {c["id"]: c["status"] for c in candidates},
         }
-        self.store.write_json(f"rounds/r{round_index}/summary.json", summary)
+        self.store.write_round_summary(summary)
         self.say(f"round {round_index}: " + ", ".join(f"{c['id']} {self.describe(c)}" for c in candidates))
         return summary
 
@@ -184,7 +185,7 @@ class Loop:
         self.store.write_json(f"rounds/r{round_index}/prompt.json", {"messages": messages, "context": context})
         return messages, context
 
-    def shown_candidate(self, event: dict[str, Any] | None, best: dict[str, Any] | None) -> dict[str, Any] | None:
+    def shown_candidate(self, event: dict[str, Any] | None, best: Candidate | None) -> Candidate | None:
         """The candidate whose rollout the next prompt talks about."""
         if event is None:
             return best
@@ -220,16 +221,16 @@ class Loop:
         return replies
 
     # --- one candidate before training -----------------------------------------------------------------
-    def prepare_candidate(self, round_index: int, sample: int, reply: dict[str, Any], messages: list[dict[str, Any]]) -> dict[str, Any]:
+    def prepare_candidate(self, round_index: int, sample: int, reply: dict[str, Any], messages: list[dict[str, Any]]) -> Candidate:
         from text2reward.generation import prompting
         from text2reward.generation.extraction import extract_code
         from text2reward.sandbox import validate
 
         directory = self.store.candidate_dir(round_index, sample)
-        existing = self.store.read_json(directory / "candidate.json")
+        existing = self.store.read_candidate(round_index, sample)
         if existing is not None:
             return existing
-        candidate: dict[str, Any] = {
+        candidate: Candidate = {
             "id": f"r{round_index}-s{sample}", "round": round_index, "sample": sample,
             "backend": reply["backend"], "model": reply["model"], "rule_based": reply.get("rule_based", False),
             "tokens": {"prompt": reply.get("prompt_tokens", 0), "completion": reply.get("completion_tokens", 0)},
@@ -271,15 +272,13 @@ class Loop:
             if not screening["passed"]:
                 return self.finish_candidate(candidate, "screened_out", screening["comparison_text"])
         candidate["status"] = "pending_training"
-        self.store.write_json(directory / "candidate.json", candidate)
-        return candidate
+        return self.store.write_candidate(candidate)
 
-    def finish_candidate(self, candidate: dict[str, Any], status: str, reason: str) -> dict[str, Any]:
+    def finish_candidate(self, candidate: Candidate, status: str, reason: str) -> Candidate:
         candidate.update(status=status, reason=reason)
-        self.store.write_json(self.store.candidate_dir(candidate["round"], candidate["sample"]) / "candidate.json", candidate)
-        return candidate
+        return self.store.write_candidate(candidate)
 
-    def screen(self, candidate: dict[str, Any]) -> dict[str, Any]:
+    def screen(self, candidate: Candidate) -> dict[str, Any]:
         from text2reward.sandbox import run_reward
         from text2reward.screening import screen_program, screening_trajectories
 
@@ -300,10 +299,8 @@ class Loop:
     # --- training ------------------------------------------------------------------------------------
     def job(self, out_dir: Path, reward: str, code_path: Path | None, seed: int, video: bool) -> TrainJob:
         return TrainJob(
-            task_id=self.task.id, out_dir=str(out_dir), reward=reward, code_path=str(code_path) if code_path else None,
-            steps=self.config.steps, seed=seed, device=self.config.device, eval_freq=self.config.eval_freq,
-            eval_episodes=self.config.eval_episodes, overrides=dict(self.config.overrides),
-            task_file=self.config.task_file, video=video,
+            train=self.config.train_config(self.task.id, out_dir / TRAIN_DIR, reward, seed),
+            code_path=str(code_path) if code_path else None, task_file=self.config.task_file, video=video,
         )
 
     def train_round(self, round_index: int) -> None:
@@ -334,7 +331,7 @@ class Loop:
                 candidate.pop("reason", None)
             else:
                 candidate.update(status="interrupted" if outcome.interrupted else "failed", reason=outcome.reason)
-            self.store.write_json(directory.parent / "candidate.json", candidate)
+            self.store.write_candidate(candidate)
             self.say(f"{candidate['id']}: {self.describe(candidate)}")
 
         self.run_displayed([(c["id"], job) for c, job in zip(pending, jobs)], on_done)
@@ -349,11 +346,11 @@ class Loop:
             self.display.stop()
 
     # --- final comparison ------------------------------------------------------------------------------
-    def finalize(self) -> dict[str, Any]:
+    def finalize(self) -> FinalSummary:
         best = self.overall_best()
         if best is None:
-            summary = {"best_candidate": None, "reason": "no candidate trained successfully"}
-            self.store.write_json("final/summary.json", summary)
+            summary: FinalSummary = {"best_candidate": None, "reason": "no candidate trained successfully"}
+            self.store.write_final_summary(summary)
             return summary
         seeds = [self.config.seed + 1 + i for i in range(self.config.final_seeds)]
         jobs: list[tuple[str, TrainJob]] = []
@@ -367,12 +364,12 @@ class Loop:
             job.analysis_episodes = 0
         if not jobs:
             summary = {"best_candidate": best["id"], "seeds": [], "interrupted": False}
-            self.store.write_json("final/summary.json", summary)
+            self.store.write_final_summary(summary)
             return summary
         self.say(f"final: re-training the best reward ({best['id']}) on {len(seeds)} seed(s)"
                  + (" beside the expert reward" if any(k == "expert" for k, _ in jobs) else ""))
-        outcomes = self.run_displayed([(f"final {kind} seed {job.seed}", job) for kind, job in jobs])
-        summary: dict[str, Any] = {"best_candidate": best["id"], "seeds": seeds, "interrupted": any(o.interrupted for o in outcomes)}
+        outcomes = self.run_displayed([(f"final {kind} seed {job.train.seed}", job) for kind, job in jobs])
+        summary = {"best_candidate": best["id"], "seeds": seeds, "interrupted": any(o.interrupted for o in outcomes)}
         for kind in ("best", "expert"):
             results = [o.record["result"] for (k, _), o in zip(jobs, outcomes) if k == kind and o.ok]
             failures = [o.reason for (k, _), o in zip(jobs, outcomes) if k == kind and not o.ok]
@@ -382,7 +379,7 @@ class Loop:
                 spread = (sum((r - mean) ** 2 for r in rates) / len(rates)) ** 0.5 if rates else None
                 summary[kind] = {"success_rates": rates, "mean": mean, "std": spread, "failures": failures,
                                  "curves": [r["curve"] for r in results]}
-        self.store.write_json("final/summary.json", summary)
+        self.store.write_final_summary(summary)
         return summary
 
 

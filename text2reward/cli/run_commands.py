@@ -65,7 +65,7 @@ def runs_show(run_id: Annotated[str, typer.Argument()], runs_dir: RunsDirOption 
     console.print(table)
     tokens = sum(c["tokens"]["prompt"] + c["tokens"]["completion"] for c in candidates)
     console.print(f"tokens: {tokens}")
-    final = store.read_json("final/summary.json") or {}
+    final = store.final_summary() or {}
     for kind in ("best", "expert"):
         if isinstance(final.get(kind), dict) and final[kind]["mean"] is not None:
             console.print(f"final {kind}: success {final[kind]['mean']:.2f} +/- {final[kind]['std']:.2f} over seeds {final['seeds']}")

@@ -332,7 +332,7 @@ def _final_best_id(summary: dict[str, Any]) -> str:
 
 
 def _final(store: RunStore) -> FinalView | None:
-    summary = store.read_json("final/summary.json")
+    summary = store.final_summary()
     if not summary:
         return None
     if not summary.get("best_candidate"):
@@ -392,7 +392,7 @@ def load_run(store: RunStore, url_for: UrlFor, launch: dict[str, Any] | None = N
         context = (prompt or {}).get("context") or {}
         produced_by = [e for e in events if e.for_round == index]
         produced_by.sort(key=lambda e: e.id == context.get("feedback_event"))  # the one the prompt used, last
-        summary = store.read_json(f"rounds/r{index}/summary.json")
+        summary = store.round_summary(index)
         round_state = "done" if summary else ("waiting" if index in waiting else "in progress")
         rounds.append(RoundView(index, views, _messages(prompt), context,
                                 produced_by[-1] if produced_by else None, best and best["id"], round_state))

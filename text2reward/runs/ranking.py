@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from text2reward.runs.records import Candidate
 
 
-def candidate_score(candidate: dict[str, Any]) -> tuple[float, float, float]:
+def candidate_score(candidate: Candidate) -> tuple[float, float, float]:
     """Order trained candidates: final success, then success over the whole curve, then native return."""
     training = candidate.get("training") or {}
     curve = training.get("curve") or [{"success_rate": 0.0}]
@@ -13,6 +13,6 @@ def candidate_score(candidate: dict[str, Any]) -> tuple[float, float, float]:
     return (training.get("success_rate", -1.0), area, training.get("mean_native_return", float("-inf")))
 
 
-def best_candidate(candidates: list[dict[str, Any]]) -> dict[str, Any] | None:
+def best_candidate(candidates: list[Candidate]) -> Candidate | None:
     trained = [c for c in candidates if c["status"] == "trained"]
     return max(trained, key=candidate_score) if trained else None

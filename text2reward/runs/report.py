@@ -76,7 +76,7 @@ def _fmt(value: Any) -> str:
 def write_report(store: RunStore) -> Path:
     config = store.config()
     candidates = store.candidates()
-    final = store.read_json("final/summary.json") or {}
+    final = store.final_summary() or {}
     from text2reward.runs.ranking import best_candidate
 
     best = best_candidate(candidates)

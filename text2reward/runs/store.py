@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from policies.io import write_json_atomic, write_text_atomic
+from policies.config import TrainConfig
 from sim_envs.errors import ConfigError
+from text2reward.runs.records import Candidate, FinalSummary, RoundSummary, RunState, stamped, upgrade
 
 INDEX_FILE = "index.sqlite"
 
@@ -53,6 +55,13 @@ class RunConfig:
     video: bool = True
     task_file: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
+
+    def train_config(self, task_id: str, out_dir: Path, reward: str, seed: int) -> TrainConfig:
+        """The training settings of one of this run's jobs: the one place run settings become training settings."""
+        return TrainConfig(
+            task_id=task_id, out_dir=Path(out_dir), reward=reward, steps=self.steps, seed=seed, device=self.device,
+            eval_freq=self.eval_freq, eval_episodes=self.eval_episodes, overrides=dict(self.overrides),
+        )
 
     def validate(self) -> None:
         for name in ("rounds", "samples", "workers"):
@@ -103,13 +112,29 @@ class RunStore:
         return RunConfig(**json.loads((self.root / "config.json").read_text()))
 
     # --- run state ------------------------------------------------------------------------
-    def state(self) -> dict[str, Any]:
-        return self.read_json("state.json") or {}
+    def state(self) -> RunState:
+        raw = self.read_json("state.json")
+        return upgrade(raw, f"run {self.run_id}") if raw else {}  # type: ignore[return-value]
 
-    def set_state(self, **changes: Any) -> dict[str, Any]:
-        state = {**self.state(), **changes, "updated": time.time()}
+    def set_state(self, **changes: Any) -> RunState:
+        state = stamped({**self.state(), **changes, "updated": time.time()})
         write_json_atomic(self.root / "state.json", state)
-        return state
+        return state  # type: ignore[return-value]
+
+    # --- round and final summaries ---------------------------------------------------------
+    def round_summary(self, round_index: int) -> RoundSummary | None:
+        raw = self.read_json(f"rounds/r{round_index}/summary.json")
+        return upgrade(raw, f"round {round_index} of run {self.run_id}") if raw is not None else None  # type: ignore[return-value]
+
+    def write_round_summary(self, summary: RoundSummary) -> None:
+        self.write_json(f"rounds/r{summary['round']}/summary.json", stamped(dict(summary)))
+
+    def final_summary(self) -> FinalSummary | None:
+        raw = self.read_json("final/summary.json")
+        return upgrade(raw, f"the final summary of run {self.run_id}") if raw is not None else None  # type: ignore[return-value]
+
+    def write_final_summary(self, summary: FinalSummary) -> None:
+        self.write_json("final/summary.json", stamped(dict(summary)))
 
     # --- paths ------------------------------------------------------------------------------
     def round_dir(self, round_index: int) -> Path:
@@ -133,18 +158,27 @@ class RunStore:
         return str(Path(path).relative_to(self.root))
 
     # --- candidates ----------------------------------------------------------------------------
-    def candidates(self, round_index: int | None = None) -> list[dict[str, Any]]:
+    def candidates(self, round_index: int | None = None) -> list[Candidate]:
         """Every candidate.json, in (round, sample) order."""
         pattern = f"rounds/r{round_index}/s*/candidate.json" if round_index is not None else "rounds/r*/s*/candidate.json"
-        found = [json.loads(p.read_text()) for p in self.root.glob(pattern)]
-        return sorted(found, key=lambda c: (c["round"], c["sample"]))
+        found = [upgrade(json.loads(p.read_text()), self.relative(p)) for p in self.root.glob(pattern)]
+        return sorted(found, key=lambda c: (c["round"], c["sample"]))  # type: ignore[return-value]
 
-    def candidate(self, candidate_id: str) -> dict[str, Any] | None:
+    def candidate(self, candidate_id: str) -> Candidate | None:
         """The candidate.json of an id like `r0-s1`; None when the id is malformed or unknown."""
         match = re.fullmatch(r"r(\d+)-s(\d+)", candidate_id or "")
         if match is None:
             return None
-        return self.read_json(f"rounds/r{match[1]}/s{match[2]}/candidate.json")
+        return self.read_candidate(int(match[1]), int(match[2]))
+
+    def read_candidate(self, round_index: int, sample: int) -> Candidate | None:
+        raw = self.read_json(self.candidate_dir(round_index, sample) / "candidate.json")
+        return upgrade(raw, f"candidate r{round_index}-s{sample}") if raw is not None else None  # type: ignore[return-value]
+
+    def write_candidate(self, candidate: Candidate) -> Candidate:
+        record: Candidate = stamped(dict(candidate))  # type: ignore[assignment]
+        self.write_json(self.candidate_dir(candidate["round"], candidate["sample"]) / "candidate.json", record)
+        return record
 
     # --- human feedback events (who, when, what, which round it produced) -------------------
     def add_event(self, event: dict[str, Any]) -> dict[str, Any]:

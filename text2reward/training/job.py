@@ -11,11 +11,12 @@ import json
 import os
 import sys
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from policies.io import write_json_atomic, write_text_atomic
+from policies.config import TrainConfig
 
 JOB_FILE = "job.json"
 DONE_FILE = "done.json"
@@ -24,27 +25,43 @@ PID_FILE = "worker.pid"
 PROGRESS_FILE = "progress.json"
 
 
+TRAIN_DIR = "train"
+"""Where a job's training writes (model, result.json, TensorBoard), inside the job's folder."""
+LEGACY_FIELDS = ("task_id", "reward", "steps", "seed", "device", "eval_freq", "eval_episodes", "stop_at_success", "overrides")
+"""Training settings a job.json held at its top level before it held a TrainConfig (runs from the first layout)."""
+
+
 @dataclass
 class TrainJob:
-    """One training job; written to `<out_dir>/job.json` by the loop."""
+    """One training job, written to `<out_dir>/job.json` by the loop: the training settings, held once as
+    policies' `TrainConfig` (whose out_dir is the job's `train/` folder), and what a worker adds around them."""
 
-    task_id: str
-    out_dir: str
-    reward: str  # "expert", "sparse" or "code"
+    train: TrainConfig
     code_path: str | None = None
-    steps: int | None = None
-    seed: int = 0
-    device: str = "auto"
-    eval_freq: int | None = None
-    eval_episodes: int | None = None
-    stop_at_success: float | None = None
-    overrides: dict[str, Any] = field(default_factory=dict)
+    """The reward program when `train.reward` is "code"; it runs in the sandbox's jail."""
     task_file: str | None = None
     analysis_episodes: int = 3
     video: bool = False
 
+    @property
+    def out_dir(self) -> str:
+        return str(Path(self.train.out_dir).parent)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "train": {**asdict(self.train), "out_dir": str(self.train.out_dir)}}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainJob:
+        data = dict(data)
+        if "train" not in data:  # the first layout: training settings at the top level
+            settings = {key: data.pop(key) for key in LEGACY_FIELDS if key in data}
+            data["train"] = {**settings, "out_dir": str(Path(data.pop("out_dir")) / TRAIN_DIR)}
+        train = dict(data.pop("train"))
+        train["out_dir"] = Path(train["out_dir"])
+        return cls(train=TrainConfig(**train), **data)
+
     def write(self) -> Path:
-        return write_json_atomic(Path(self.out_dir) / JOB_FILE, asdict(self))
+        return write_json_atomic(Path(self.out_dir) / JOB_FILE, self.to_dict())
 
 
 def run_job(job: TrainJob) -> dict[str, Any]:
@@ -52,27 +69,23 @@ def run_job(job: TrainJob) -> dict[str, Any]:
     from policies.evaluate import evaluate, model_actor
     from policies.reward_program import reward_from_spec
     from policies.task_env import make_task_env
-    from policies.train import TrainConfig, train
+    from policies.train import train
     from sim_envs import get_task, load_task_file
     from text2reward.feedback import build_feedback_text, describe_behaviour
 
     if job.task_file:
         load_task_file(job.task_file)
-    task = get_task(job.task_id)
+    config = job.train
+    task = get_task(config.task_id)
     out = Path(job.out_dir)
     reward_fn = None
-    if job.reward == "code":
+    if config.reward == "code":
         from text2reward.sandbox import SandboxedReward
 
         reward_fn = SandboxedReward(Path(job.code_path).read_text(), name="candidate")
     else:
-        reward_fn = reward_from_spec(job.reward) if job.reward in ("expert", "sparse") else None
-    config = TrainConfig(
-        task_id=job.task_id, out_dir=out / "train", reward=job.reward, steps=job.steps, seed=job.seed,
-        device=job.device, eval_freq=job.eval_freq, eval_episodes=job.eval_episodes,
-        stop_at_success=job.stop_at_success, overrides=dict(job.overrides),
-    )
-    total = job.steps or task.default_steps
+        reward_fn = reward_from_spec(config.reward) if config.reward in ("expert", "sparse") else None
+    total = config.steps or task.default_steps
 
     def publish(point: dict[str, Any]) -> None:  # read by the CLI's progress bars and the dashboard
         write_json_atomic(out / PROGRESS_FILE, {**point, "total_steps": total})
@@ -83,11 +96,11 @@ def run_job(job: TrainJob) -> dict[str, Any]:
         if job.analysis_episodes > 0 or job.video:
             from policies.train import load_policy
 
-            model, _ = load_policy(out / "train")
+            model, _ = load_policy(config.out_dir)
         if job.analysis_episodes > 0:
-            env = make_task_env(task, reward_fn, seed=job.seed + 20_000)
+            env = make_task_env(task, reward_fn, seed=config.seed + 20_000)
             try:
-                episodes = evaluate(env, model_actor(model), job.analysis_episodes, seed=job.seed + 20_000, record_views=True)
+                episodes = evaluate(env, model_actor(model), job.analysis_episodes, seed=config.seed + 20_000, record_views=True)
             finally:
                 env.close()
             views = [e.views for e in episodes.episodes]
@@ -98,7 +111,7 @@ def run_job(job: TrainJob) -> dict[str, Any]:
         if job.video:
             from policies.video import record_video
 
-            info = record_video(task, model_actor(model), out / "rollout.mp4", episodes=1, seed=job.seed + 30_000, size=256, keyframes=4)
+            info = record_video(task, model_actor(model), out / "rollout.mp4", episodes=1, seed=config.seed + 30_000, size=256, keyframes=4)
             record["video"] = info
     finally:
         close = getattr(reward_fn, "close", None)
@@ -110,7 +123,7 @@ def run_job(job: TrainJob) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     job_path = Path(argv[0])
-    job = TrainJob(**json.loads(job_path.read_text()))
+    job = TrainJob.from_dict(json.loads(job_path.read_text()))
     out = Path(job.out_dir)
     write_text_atomic(out / PID_FILE, str(os.getpid()))
     try:

@@ -27,7 +27,7 @@ class TrainingBars:
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[note]}"),
             TimeElapsedColumn(), console=self.console, transient=False,
         )
-        self._bars = [(self._progress.add_task(label, total=job.steps or 1, note=""), job) for label, job in labelled_jobs]
+        self._bars = [(self._progress.add_task(label, total=job.train.steps or 1, note=""), job) for label, job in labelled_jobs]
         self._progress.start()
 
     def poll(self) -> None:

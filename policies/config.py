@@ -1,0 +1,26 @@
+"""The settings of one training run, in a module of their own so that the run store and the job files
+can hold them without importing SB3 and torch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class TrainConfig:
+    task_id: str
+    out_dir: Path
+    reward: str = "expert"
+    steps: int | None = None
+    seed: int = 0
+    device: str = "auto"
+    algo: str | None = None
+    eval_freq: int | None = None
+    eval_episodes: int | None = None
+    n_envs: int | None = None
+    stop_at_success: float | None = None
+    torch_threads: int = 1
+    progress: bool = False
+    overrides: dict[str, Any] = field(default_factory=dict)

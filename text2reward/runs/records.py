@@ -1,0 +1,117 @@
+"""The run's records, one schema each: what a candidate, a round, the final comparison and the run's
+state hold on disk. The store (store.py) is the one place that reads and writes them.
+
+Why typed dicts rather than dataclasses: the records are JSON files people open, diff and feed to
+other tools, and the loop extends a candidate stage by stage (validated, screened, trained); a
+TypedDict names every field and its type for readers and type checkers while the file stays the
+plain JSON it always was. Every record carries `schema`; `upgrade` turns a record written by an
+older layout into the current one, and refuses one written by a newer text2reward.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from sim_envs.errors import ConfigError
+
+SCHEMA_VERSION = 2
+"""1: runs written before records were versioned (no `schema` field); 2: versioned. The fields are
+the same; a change to a record's fields raises the version and adds a step to `upgrade`."""
+
+
+class Tokens(TypedDict):
+    prompt: int
+    completion: int
+
+
+class TrainingSummary(TypedDict, total=False):
+    """A trained candidate's figures, copied from policies.train's result.json."""
+
+    success_rate: float
+    best_success_rate: float
+    mean_return: float
+    mean_native_return: float
+    steps: int
+    wall_seconds: float
+    steps_per_second: float
+    curve: list[dict[str, Any]]
+
+
+class Candidate(TypedDict, total=False):
+    """rounds/r<R>/s<S>/candidate.json: one reward program and everything that happened to it."""
+
+    schema: int
+    id: str  # "r0-s1"
+    round: int
+    sample: int
+    backend: str
+    model: str
+    rule_based: bool
+    tokens: Tokens
+    attempts: list[dict[str, Any]]
+    code_file: str  # relative to the run folder
+    validation: dict[str, Any]  # sandbox.ValidationReport.to_dict()
+    screening: dict[str, Any]
+    status: str  # no_code | invalid | screened_out | pending_training | trained | failed | interrupted
+    reason: str  # why a candidate is not trained
+    training: TrainingSummary
+    training_result: dict[str, Any]  # the whole result.json
+    feedback_file: str
+    behaviour_text: str
+    video_file: str | None
+    keyframes: list[str]
+
+
+class RoundSummary(TypedDict, total=False):
+    """rounds/r<R>/summary.json."""
+
+    schema: int
+    round: int
+    best: str | None
+    best_success: float | None
+    statuses: dict[str, str]
+
+
+class FinalSummary(TypedDict, total=False):
+    """final/summary.json: the best reward re-trained on fresh seeds beside the expert."""
+
+    schema: int
+    best_candidate: str | None
+    reason: str
+    seeds: list[int]
+    interrupted: bool
+    best: dict[str, Any]
+    expert: dict[str, Any]
+
+
+class RunState(TypedDict, total=False):
+    """state.json: where the run is."""
+
+    schema: int
+    status: str  # running | finished | failed | interrupted | waiting_for_feedback
+    round: int
+    created: float
+    updated: float
+    rounds_done: int
+    best: str | None
+    best_success: float | None
+    wall_seconds: float
+    report: str
+    error: str
+
+
+def upgrade(record: dict[str, Any], what: str) -> dict[str, Any]:
+    """A record as this layout writes it; a ConfigError for one from a newer text2reward."""
+    version = record.get("schema", 1)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise ConfigError(
+            f"{what} was written with record schema {version!r}, newer than this text2reward's {SCHEMA_VERSION}; "
+            "upgrade text2reward (pip install -U) to open it"
+        )
+    # version 1 -> 2: the same fields, now versioned
+    return {**record, "schema": SCHEMA_VERSION}
+
+
+def stamped(record: dict[str, Any]) -> dict[str, Any]:
+    """The record as written: with this layout's schema version."""
+    return {**record, "schema": SCHEMA_VERSION}
