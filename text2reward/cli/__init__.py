@@ -1,5 +1,6 @@
 """The `t2r` command line: Typer commands, one module per command group, that print where their outputs went.
 
+- shared: the Typer app, consoles, the error wrapper, common options
 - policy_commands: tasks, train, evaluate, video
 - loop_commands: prompt, validate, run, resume, demo, doctor
 - run_commands: runs, feedback, dashboard, report
@@ -9,7 +10,7 @@
 from text2reward.cli import policy_commands  # noqa: F401, I001
 from text2reward.cli import loop_commands  # noqa: F401
 from text2reward.cli import run_commands  # noqa: F401
-from text2reward.cli.app import app
+from text2reward.cli.shared import app
 
 __all__ = ["app", "main"]
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from text2reward.cli.app import (
+from text2reward.cli.shared import (
     DEFAULT_RUNS_DIR,
     HyperparamOption,
     RunsDirOption,
@@ -67,7 +67,6 @@ def validate(
         for error in report.errors:
             console.print(f"  - {error}", highlight=False, markup=False)
     raise typer.Exit(0 if report.ok else 1)
-
 
 
 @app.command()
@@ -132,7 +131,6 @@ def resume(
             store.write_json("config.json", asdict(config))
     store = resume_run(runs_dir, run_id, progress=say, display=progress_bars())
     print_run_outcome(store)
-
 
 
 @app.command()

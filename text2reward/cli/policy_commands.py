@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from text2reward.cli.app import (
+from text2reward.cli.shared import (
     TaskFileOption,
     load_extra_tasks,
     parse_overrides,

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from text2reward.cli.app import (
+from text2reward.cli.shared import (
     DEFAULT_RUNS_DIR,
     RunsDirOption,
     app,
