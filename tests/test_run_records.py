@@ -1,6 +1,6 @@
 """Run records: one schema, written and read in one place, and a run written by the previous layout
-(`tests/fixtures/runs_v1`, produced by git d86ee1d: a heuristic run on fetch/reach, models and logs
-stripped) still opens in `t2r runs`, `t2r runs show`, the dashboard, and resumes."""
+(`tests/fixtures/runs_v1`, produced by git d86ee1d: a one-round, one-sample heuristic run on fetch/reach,
+models and logs stripped) still opens in `t2r runs`, `t2r runs show`, the dashboard, and resumes."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from text2reward.runs.records import SCHEMA_VERSION
 from text2reward.runs.store import RunStore
 
 FIXTURE = Path(__file__).parent / "fixtures" / "runs_v1"
-RUN_ID = "20261123-132643-fetch-reach-e796b9"
+RUN_ID = "20261123-133612-fetch-reach-e552a4"
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def test_old_records_open_upgraded(runs_dir):
     store = RunStore.open(runs_dir, RUN_ID)
     assert "schema" not in json.loads((store.root / "rounds/r0/s0/candidate.json").read_text())  # written before versions
     candidates = store.candidates()
-    assert [c["id"] for c in candidates] == ["r0-s0", "r0-s1"]
+    assert [c["id"] for c in candidates] == ["r0-s0"]
     assert all(c["schema"] == SCHEMA_VERSION and c["status"] == "trained" for c in candidates)
     assert store.round_summary(0)["best"] == "r0-s0"
     assert store.final_summary()["best_candidate"] == "r0-s0"
@@ -45,9 +45,9 @@ def test_old_records_open_upgraded(runs_dir):
 
 def test_new_records_are_stamped_and_newer_ones_refused(runs_dir):
     store = RunStore.open(runs_dir, RUN_ID)
-    store.write_candidate(store.candidate("r0-s1"))
-    assert json.loads((store.root / "rounds/r0/s1/candidate.json").read_text())["schema"] == SCHEMA_VERSION
     record = json.loads((store.root / "rounds/r0/s0/candidate.json").read_text())
+    store.write_candidate(store.candidate("r0-s0"))
+    assert json.loads((store.root / "rounds/r0/s0/candidate.json").read_text())["schema"] == SCHEMA_VERSION
     (store.root / "rounds/r0/s0/candidate.json").write_text(json.dumps({**record, "schema": SCHEMA_VERSION + 1}))
     with pytest.raises(ConfigError, match="newer than this text2reward's .*upgrade text2reward"):
         store.candidates()
@@ -61,14 +61,14 @@ def test_old_run_in_the_cli_and_the_dashboard(runs_dir):
     assert shown.returncode == 0 and "r0-s0" in shown.stdout, shown.stderr
     with DashboardServer(runs_dir) as server:
         status, _, body = server.get(f"/runs/{RUN_ID}")
-        assert status == 200 and b"r0-s1" in body
+        assert status == 200 and b"r0-s0" in body
 
 
 def test_old_run_resumes_with_another_round(runs_dir):
     done = t2r("resume", RUN_ID, "--runs-dir", runs_dir, "--rounds", "2")
     assert done.returncode == 0, done.stderr[-2000:]
     store = RunStore.open(runs_dir, RUN_ID)
-    assert [c["id"] for c in store.candidates()] == ["r0-s0", "r0-s1", "r1-s0", "r1-s1"]
+    assert [c["id"] for c in store.candidates()] == ["r0-s0", "r1-s0"]
     assert store.state()["rounds_done"] == 2 and store.state()["schema"] == SCHEMA_VERSION
     round_one = store.candidates(1)
     assert all(c["schema"] == SCHEMA_VERSION and c["status"] in ("trained", "invalid", "failed", "screened_out") for c in round_one)
