@@ -14,12 +14,25 @@ from text2reward.runs.store import RunStore
 HEURISTIC_LABEL = "heuristic (rule-based composer, no language model)"
 
 
-def _plot_curves(store: RunStore, candidates: list[dict[str, Any]], final: dict[str, Any]) -> Path | None:
+def _pyplot() -> Any:
+    """matplotlib's pyplot on the file-only backend (reports are written on machines with no display)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def _save(plt: Any, fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def _plot_curves(store: RunStore, candidates: list[dict[str, Any]], final: dict[str, Any]) -> Path | None:
+    plt = _pyplot()
     trained = [c for c in candidates if c["status"] == "trained"]
     if not trained:
         return None
@@ -39,19 +52,11 @@ def _plot_curves(store: RunStore, candidates: list[dict[str, Any]], final: dict[
                         color="tab:blue" if kind == "best" else "tab:gray", label=kind if i == 0 else None)
         ax.set(title="final: best reward vs expert, over seeds", xlabel="env steps", ylim=(-0.05, 1.05))
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = store.root / "curves.png"
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, store.root / "curves.png")
 
 
 def _plot_components(store: RunStore, best: dict[str, Any]) -> Path | None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     history = (best.get("training_result") or {}).get("components") or []
     names = sorted({name for entry in history for name in entry["components"]})
     if not names:
@@ -62,11 +67,7 @@ def _plot_components(store: RunStore, best: dict[str, Any]) -> Path | None:
         ax.plot(*zip(*points), marker=".", label=name)
     ax.set(title=f"{best['id']}: reward components (mean per window)", xlabel="env steps")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = store.root / "components.png"
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, store.root / "components.png")
 
 
 def _fmt(value: Any) -> str:
