@@ -15,7 +15,6 @@ unless the caller vouches for it, exactly as with `t2r train`; `env.close()` sto
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -49,24 +48,18 @@ class _ClosesReward(gym.Wrapper):
 def make(task_id: str, reward: str = "expert", trusted_reward: bool = False, seed: int | None = None,
          render_mode: str | None = None) -> gym.Env:
     """The task env with `reward`: "expert", "sparse" or a .py file defining compute_dense_reward."""
-    from policies.reward_program import ProgramReward, reward_from_spec
+    from policies.reward_program import reward_from_spec
     from policies.task_env import make_task_env
     from sim_envs import get_task
+    from text2reward.sandbox import reward_from_file
 
     task = get_task(task_id)
     if reward in ("expert", "sparse"):
         if reward == "expert" and not task.has_expert_reward:
             raise ConfigError(f"task {task.id} has no expert reward; use reward='sparse' or a reward file")
         reward_fn: Any = reward_from_spec(reward)
-    elif not Path(reward).is_file():
-        raise ConfigError(f"reward {reward!r} is neither expert, sparse nor an existing .py file")
-    elif trusted_reward:
-        reward_fn = ProgramReward.from_file(reward)
     else:
-        from text2reward.sandbox import SandboxedReward, active_isolation
-
-        active_isolation()  # fail closed before the env exists
-        reward_fn = SandboxedReward(Path(reward).read_text(), name=Path(reward).stem)
+        reward_fn = reward_from_file(reward, trusted_reward)
     return _ClosesReward(make_task_env(task, reward_fn, seed=seed, render_mode=render_mode), reward_fn)
 
 

@@ -96,22 +96,15 @@ def train(
 
 
 def _reward_for_training(spec: str, trusted: bool) -> Any:
-    """expert / sparse as they are; a file jailed (SandboxedReward) unless the user vouches for it."""
-    from policies.reward_program import ProgramReward
-
+    """expert / sparse are resolved by training (which checks the task has an expert reward); a file is
+    jailed unless the user vouches for it."""
     if spec in ("expert", "sparse"):
         if trusted:
             raise ConfigError("--trusted-reward applies to a --reward FILE.py only; drop it for expert or sparse")
         return None
-    path = Path(spec)
-    if not path.is_file():
-        raise ConfigError(f"reward file {path} does not exist; pass expert, sparse, or a .py file defining compute_dense_reward(self, action)")
-    if trusted:
-        return ProgramReward.from_file(path)
-    from text2reward.sandbox import SandboxedReward, active_isolation
+    from text2reward.sandbox import reward_from_file
 
-    active_isolation()  # fail closed before training starts
-    return SandboxedReward(path.read_text(), name=path.stem)
+    return reward_from_file(spec, trusted)
 
 
 @app.command()

@@ -27,6 +27,7 @@ _EXPORTS = {
     "ValidationReport": "text2reward.sandbox.validation",
     "validate": "text2reward.sandbox.validation",
     "SandboxedReward": "text2reward.sandbox.reward",
+    "reward_from_file": "text2reward.sandbox.reward",
     "Isolation": "text2reward.sandbox.isolation",
     "SandboxUnavailable": "text2reward.sandbox.isolation",
     "active_isolation": "text2reward.sandbox.isolation",

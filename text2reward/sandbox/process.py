@@ -37,7 +37,6 @@ class WorkerProcess:
     def __init__(self, limits: Limits, mode: str):
         self.limits = limits
         isolation = active_isolation(limits.isolation)
-        self.mechanism = isolation.mechanism
         self.isolation = isolation.describe()
         config = {"mode": mode, "jail": jail_spec(isolation.mechanism), **limit_config(limits, cpu=False)}
         self._proc = subprocess.Popen(

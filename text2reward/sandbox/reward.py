@@ -19,11 +19,12 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from sim_envs.errors import RewardProgramError
+from sim_envs.errors import ConfigError, RewardProgramError
 from text2reward.sandbox.limits import Limits
 from text2reward.sandbox.process import ReplyDecoder, SandboxFailure, WorkerProcess
 from text2reward.sandbox.runner import view_modules
@@ -133,3 +134,21 @@ class SandboxedReward:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _worker=None, _encoder=None, _replies=None, _calls=0, _window=[], _isolation="")
+
+
+def reward_from_file(spec: str, trusted: bool = False) -> Any:
+    """A reward file for training: jailed like model-written code (refusing where no jail works), or
+    in the training process only when the caller vouches for it (`--trusted-reward`)."""
+    from policies.reward_program import ProgramReward
+    from text2reward.sandbox.isolation import active_isolation
+
+    path = Path(spec)
+    if not path.is_file():
+        raise ConfigError(
+            f"reward file {path} does not exist ({spec!r} is neither expert, sparse nor an existing .py file); "
+            "pass expert, sparse, or a .py file defining compute_dense_reward(self, action)"
+        )
+    if trusted:
+        return ProgramReward.from_file(path)
+    active_isolation()  # fail closed before any env or training exists
+    return SandboxedReward(path.read_text(), name=path.stem)

@@ -31,7 +31,7 @@ SELF_TEST_SECONDS = 60.0
 
 def self_test(mechanism: str) -> Any:
     """An `Isolation` when every escape failed, else a one-line reason (the first escape or error)."""
-    from text2reward.sandbox.isolation import Isolation, jail_spec, launch_argv, readable_paths, worker_env
+    from text2reward.sandbox.isolation import jail_spec, launch_argv, readable_paths, worker_env
     from text2reward.sandbox.limits import Limits
     from text2reward.sandbox.process import limit_config
 
@@ -66,7 +66,7 @@ def self_test(mechanism: str) -> Any:
             )
         except (OSError, subprocess.SubprocessError) as exc:
             return f"the self-test could not start the worker ({type(exc).__name__}: {exc})"
-        return _verdict(mechanism, done, token, targets, listener, Isolation)
+        return _verdict(mechanism, done, token, targets, listener)
     finally:
         listener.close()
         for folder in folders:
@@ -81,7 +81,8 @@ def _sentinel_dirs() -> list[str]:
     return dirs
 
 
-def _verdict(mechanism: str, done: subprocess.CompletedProcess, token: str, targets: dict, listener: socket.socket, isolation_class: type) -> Any:
+def _verdict(mechanism: str, done: subprocess.CompletedProcess, token: str, targets: dict, listener: socket.socket) -> Any:
+    from text2reward.sandbox.isolation import Isolation
     from text2reward.sandbox.untrusted import clean_text
 
     escapes = []
@@ -108,7 +109,7 @@ def _verdict(mechanism: str, done: subprocess.CompletedProcess, token: str, targ
     escapes += [f"{name}: {clean_text(str(outcome), 200)}" for name, outcome in findings.items() if not str(outcome).startswith("blocked")]
     if escapes:
         return f"the self-test escaped the {mechanism} jail ({'; '.join(escapes)})"
-    return isolation_class(mechanism, layers={k: v for k, v in layers.items() if k in ("namespaces", "landlock", "seccomp", "uid")}, findings=findings)
+    return Isolation(mechanism, layers={k: v for k, v in layers.items() if k in ("namespaces", "landlock", "seccomp", "uid")}, findings=findings)
 
 
 # --- in the jailed worker ---
