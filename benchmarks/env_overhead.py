@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from timing import stepper
 
 from policies.reward_program import ProgramReward, normalise_output
 from policies.task_env import TaskRewardWrapper, make_task_env
 from sim_envs.registry import get_task
 from sim_envs.task import Task
-from timing import stepper
 
 DEFAULT_TASKS = (
     "metaworld/reach-v3",

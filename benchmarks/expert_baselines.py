@@ -21,9 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from timing import parse_steps
+
 from policies.io import write_json_atomic
 from policies.train import TrainConfig, TrainResult, train
-from timing import parse_steps
 
 # Budgets sized for a 2-core CPU machine (measured here: SB3 SAC ~50-70 steps/s, PPO ~1,700 steps/s with 2 envs):
 # MetaWorld reach-v3 was solved at ~14k SAC steps and drawer-close at ~6k; Fetch reach is quick.

@@ -22,12 +22,12 @@ import statistics
 import time
 from pathlib import Path
 
+from policies.config import TrainConfig
 from sim_envs.registry import get_task
 from text2reward.generation.extraction import extract_code
 from text2reward.generation.llm.base import GenerationRequest
 from text2reward.generation.llm.heuristic import HeuristicBackend
 from text2reward.sandbox import validate
-from policies.config import TrainConfig
 from text2reward.training.job import TRAIN_DIR, TrainJob
 from text2reward.training.pool import JobOutcome, run_jobs
 

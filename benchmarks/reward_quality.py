@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from timing import parse_steps
 
 from policies.hyperparams import load_hyperparams
 from sim_envs.registry import get_task
 from text2reward.loop import start_run
 from text2reward.runs.store import RunConfig, RunStore
-from timing import parse_steps
 
 # Budgets that fit a shared 2-core CPU: each task trains K candidates plus 2 x final_seeds jobs, two at a
 # time, at ~25-50 SAC steps/s each. With the expert reward (benchmarks/RESULTS.md, expert_baselines)

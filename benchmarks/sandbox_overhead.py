@@ -27,12 +27,12 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from timing import stepper
 
 from policies.reward_program import ProgramReward
 from policies.task_env import make_task_env
 from sim_envs.registry import get_task
 from text2reward.sandbox import Limits, SandboxedReward, collect_states
-from timing import stepper
 
 # Small programs of the kind a model writes, one per view class: a few norms or exp terms and a control cost.
 PROGRAMS: dict[str, str] = {

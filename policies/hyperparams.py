@@ -6,7 +6,9 @@ Why YAML files: people tune these without touching code, as in rl-zoo3; flags ov
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+import difflib
+import inspect
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +43,35 @@ def load_hyperparams(family: str, algo: str | None = None, overrides: dict[str, 
         if algo not in ALGORITHMS:
             raise ConfigError(f"unknown algorithm {algo!r}; use one of {', '.join(ALGORITHMS)}")
         params = Hyperparams(algo=algo, n_envs=params.n_envs, eval_freq=params.eval_freq, eval_episodes=params.eval_episodes)
+    check_overrides(params.algo, overrides or {})
     for key, value in (overrides or {}).items():
         if hasattr(params, key):
             setattr(params, key, value)
         else:
             params.algo_kwargs[key] = value
     return params
+
+
+SET_BY_TRAINING = frozenset({"self", "policy", "env", "seed", "device", "verbose", "tensorboard_log", "_init_setup_model"})
+"""SB3 constructor arguments that training sets itself: an override of one would be ignored or fight it."""
+
+
+def valid_override_keys(algo: str) -> list[str]:
+    """What `--hp KEY=VALUE` may name for `algo`: our settings plus the SB3 constructor's own arguments."""
+    from stable_baselines3 import PPO, SAC
+
+    algo_classes: dict[str, type[SAC] | type[PPO]] = {"sac": SAC, "ppo": PPO}
+    algo_class = algo_classes[algo]
+    constructor = inspect.signature(algo_class.__init__).parameters
+    ours = [f.name for f in fields(Hyperparams) if f.name not in ("algo", "algo_kwargs")]
+    return sorted(set(ours) | {name for name in constructor if name not in SET_BY_TRAINING})
+
+
+def check_overrides(algo: str, overrides: dict[str, Any]) -> None:
+    """A typo in `--hp` is a one-line error naming the valid keys, before any environment is built."""
+    valid = valid_override_keys(algo)
+    for key in overrides:
+        if key not in valid:
+            close = difflib.get_close_matches(key, valid, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(f"--hp {key} is not a setting of {algo.upper()}{hint}; valid keys: {', '.join(valid)}")

@@ -7,7 +7,6 @@ Why one small protocol: the wrapper, the evaluator and the sandbox all call a re
 from __future__ import annotations
 
 import ast
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,17 +104,55 @@ class ProgramReward:
         return normalise_output(self.function(view, action))
 
 
+PREIMPORTED: dict[str, str] = {"np": "numpy", "math": "math"}
+"""Names every reward program can use without importing them (name -> module), in training and in
+validation alike: model code often uses `np` without `import numpy as np`. The modules are also on
+the sandbox's allow-list (text2reward.sandbox.static.ALLOWED_MODULES), and the prompt says so."""
+
+
+def program_namespace(name: str, builtins: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The globals a reward program's module body runs in: the one definition for every path.
+
+    In process (`compile_reward`, trusted code) and in the jailed worker (text2reward.sandbox.jailed,
+    which passes its restricted `builtins`), a program sees the same pre-imported names, so one
+    program gets one verdict whichever path runs it."""
+    import importlib
+
+    namespace: dict[str, Any] = {alias: importlib.import_module(module) for alias, module in PREIMPORTED.items()}
+    namespace["__name__"] = name
+    if builtins is not None:
+        namespace["__builtins__"] = dict(builtins)
+    return namespace
+
+
 def find_entry_point(tree: ast.Module, origin: str) -> ast.FunctionDef:
-    """The module-level `compute_dense_reward(self, action)` definition, checked."""
+    """The module-level `compute_dense_reward` definition, checked to be callable as `(self, action)`.
+
+    Extra parameters are fine when they have defaults (`obs=None`, `scale=1.0`) or are `*args` /
+    `**kwargs`; a third required parameter or a keyword-only one without a default is not."""
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == ENTRY_POINT:
-            params = [a.arg for a in node.args.posonlyargs + node.args.args]
-            if len(params) != 2:
+            problem = _signature_problem(node.args)
+            if problem:
                 raise RewardProgramError(
-                    f"{origin}: {ENTRY_POINT} takes {len(params)} parameters; it must be {ENTRY_POINT}(self, action)"
+                    f"{origin}: {ENTRY_POINT} {problem}; it must be {ENTRY_POINT}(self, action) (any further parameters need defaults)"
                 )
             return node
     raise RewardProgramError(f"{origin} defines no {ENTRY_POINT}(self, action); add that function at module level")
+
+
+def _signature_problem(args: ast.arguments) -> str | None:
+    """Why `f(self, action)` would fail with these parameters (a TypeError at the first call), or None."""
+    positional = [a.arg for a in args.posonlyargs + args.args]
+    required = positional[: len(positional) - len(args.defaults)]
+    if len(positional) < 2 and args.vararg is None:
+        return f"takes {len(positional)} parameters ({', '.join(positional) or 'none'})"
+    if len(required) > 2:
+        return f"requires {len(required)} positional parameters ({', '.join(required)}); give the ones after action a default value"
+    missing = [a.arg for a, default in zip(args.kwonlyargs, args.kw_defaults) if default is None]
+    if missing:
+        return f"has the keyword-only parameter '{missing[0]}' without a default; give it a default value or remove it"
+    return None
 
 
 def compile_reward(source: str, origin: str = "reward") -> Callable[..., Any]:
@@ -125,7 +162,7 @@ def compile_reward(source: str, origin: str = "reward") -> Callable[..., Any]:
     except SyntaxError as exc:
         raise RewardProgramError(f"{origin} has a syntax error on line {exc.lineno}: {exc.msg}") from exc
     find_entry_point(tree, origin)
-    namespace: dict[str, Any] = {"np": np, "numpy": np, "math": math, "__name__": f"t2r_reward_{origin}"}
+    namespace = program_namespace(f"t2r_reward_{origin}")
     exec(compile(tree, f"<{origin}>", "exec"), namespace)
     return namespace[ENTRY_POINT]
 

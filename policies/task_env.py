@@ -13,6 +13,7 @@ import numpy as np
 
 from policies.reward_program import RewardFunction
 from sim_envs.task import Task
+from sim_envs.view_base import StateView
 
 
 class TaskRewardWrapper(gym.Wrapper):
@@ -27,7 +28,7 @@ class TaskRewardWrapper(gym.Wrapper):
         super().__init__(env)
         self.task = task
         self.reward_fn = reward_fn
-        self.view = None
+        self.view: StateView | None = None
         self._episode_success = False
         # Looked up once, not per step: the unwrapped env, the reader and the success test.
         self._unwrapped = env.unwrapped
@@ -67,7 +68,7 @@ def make_task_env(
     flatten: bool = True,
 ) -> gym.Env:
     """The env agents train and are evaluated on: task env + reward + flat observations."""
-    env = TaskRewardWrapper(task.make_env(render_mode=render_mode, seed=seed, render_size=render_size), task, reward_fn)
+    env: gym.Env = TaskRewardWrapper(task.make_env(render_mode=render_mode, seed=seed, render_size=render_size), task, reward_fn)
     if flatten and isinstance(env.observation_space, gym.spaces.Dict):
         env = gym.wrappers.FlattenObservation(env)
     return env

@@ -48,6 +48,15 @@ class TrainResult:
     final_eval: dict[str, Any]
     model_path: str
     hyperparams: dict[str, Any]
+    requested_steps: int = 0
+    """The step budget asked for (`steps` is what was trained: PPO rounds up, an early stop cuts short)."""
+    eval_freq: int = 0
+    """Env steps between success evaluations, as used (a flag, or the family's YAML)."""
+    eval_episodes: int = 0
+    """Episodes per evaluation, the final one included, as used."""
+    n_envs: int = 1
+    stop_at_success: float | None = None
+    torch_threads: int = 1
     reward_isolation: str = ""
     """How the reward ran: a jail (model code), in-process (trusted), or built in."""
     reward_failure: str | None = None
@@ -103,14 +112,21 @@ def train(
 
     task = get_task(config.task_id)
     reward_fn = reward_fn or resolve_reward(task, config.reward)
-    steps = config.steps or task.default_steps
+    steps = config.steps if config.steps is not None else task.default_steps
     if steps <= 0:
         raise ConfigError(f"--steps must be positive, got {steps}")
     params = load_hyperparams(task.family, config.algo, config.overrides)
+    # flags override the family's YAML; `params` then holds what is used, and result.json records it
     if config.n_envs is not None:
         params.n_envs = config.n_envs
-    eval_freq = config.eval_freq or params.eval_freq
-    eval_episodes = config.eval_episodes or params.eval_episodes
+    if config.eval_freq is not None:
+        params.eval_freq = config.eval_freq
+    if config.eval_episodes is not None:
+        params.eval_episodes = config.eval_episodes
+    for flag, value in (("--eval-freq", params.eval_freq), ("--eval-episodes", params.eval_episodes), ("--hp n_envs", params.n_envs)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(f"{flag} must be a positive whole number, got {value!r}")
+    eval_freq, eval_episodes = params.eval_freq, params.eval_episodes
     device = resolve_device(config.device)
     torch.set_num_threads(config.torch_threads)  # one thread is faster on 2 cores (benchmarks/RESULTS.md)
     out = Path(config.out_dir)
@@ -182,6 +198,12 @@ def train(
         final_eval=final.to_dict(),
         model_path=str(out / MODEL_FILE),
         hyperparams=asdict(params),
+        requested_steps=int(steps),
+        eval_freq=int(eval_freq),
+        eval_episodes=int(eval_episodes),
+        n_envs=int(params.n_envs),
+        stop_at_success=config.stop_at_success,
+        torch_threads=int(config.torch_threads),
         reward_isolation=str(getattr(reward_fn, "isolation", "")),
         reward_failure=failure,
     )
@@ -203,5 +225,6 @@ def load_policy(path: str | Path) -> tuple[Any, dict[str, Any]]:
     if not model_path.is_file() or not result_path.is_file():
         raise ConfigError(f"no trained policy at {path}; pass the --out directory of `t2r train` (with {MODEL_FILE} and {RESULT_FILE})")
     meta = json.loads(result_path.read_text())
-    algo_class = {"sac": SAC, "ppo": PPO}[meta["algo"]]
+    algo_classes: dict[str, type[SAC] | type[PPO]] = {"sac": SAC, "ppo": PPO}
+    algo_class = algo_classes[meta["algo"]]
     return algo_class.load(model_path, device="cpu"), meta

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from policies.evaluate import Actor
 from policies.reward_program import RewardFunction, SparseReward
 from policies.task_env import make_task_env
+from sim_envs.errors import ConfigError
 from sim_envs.task import Task
 
 UPSIDE_DOWN_FAMILIES = {"metaworld"}  # MetaWorld's corner cameras render upside down
@@ -39,7 +41,8 @@ def record_video(
         for episode in range(episodes):
             obs, _ = env.reset(seed=seed + episode)
             frames.append(_frame(env.render(), task))
-            done, info = False, {}
+            done = False
+            info: dict[str, Any] = {}
             while not done:
                 obs, _, terminated, truncated, info = env.step(act(obs))
                 frames.append(_frame(env.render(), task))
@@ -51,7 +54,8 @@ def record_video(
     fps = int(np.clip(round(1.0 / dt), 10, max_fps))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    imageio.mimwrite(path, frames, fps=fps, macro_block_size=1)
+    # imageio's stub asks for a List[ArrayLike], which (lists being invariant) a list of arrays is not
+    imageio.mimwrite(path, frames, fps=fps, macro_block_size=1)  # type: ignore[arg-type]
     saved = []
     for i, index in enumerate(np.linspace(0, len(frames) - 1, keyframes).round().astype(int) if keyframes else []):
         key_path = path.with_name(f"{path.stem}_key{i}.png")
@@ -60,5 +64,8 @@ def record_video(
     return {"path": str(path), "frames": len(frames), "fps": fps, "episodes": episodes, "successes": successes, "keyframes": saved}
 
 
-def _frame(image: np.ndarray, task: Task) -> np.ndarray:
+def _frame(image: object, task: Task) -> np.ndarray:
+    """One `rgb_array` render as a video frame, upright."""
+    if not isinstance(image, np.ndarray):
+        raise ConfigError(f"task {task.id}'s env rendered {type(image).__name__}, not an RGB array")
     return np.ascontiguousarray(image[::-1]) if task.family in UPSIDE_DOWN_FAMILIES else image

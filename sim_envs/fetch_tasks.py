@@ -85,11 +85,16 @@ def _import_gymnasium_robotics() -> Any:
     return gymnasium_robotics
 
 
-def make_fetch_env(gym_id: str, render_mode: str | None = None, seed: int | None = None, size: int = 480) -> gym.Env:
+def make_fetch_env(
+    gym_id: str, render_mode: str | None = None, seed: int | None = None, size: int = 480, max_episode_steps: int | None = None
+) -> gym.Env:
+    """Gymnasium-Robotics' env; `max_episode_steps` replaces its registered time limit (50 steps)."""
     gym.register_envs(_import_gymnasium_robotics())
     kwargs: dict[str, Any] = {"render_mode": render_mode}
     if render_mode is not None:
         kwargs.update(width=size, height=size)
+    if max_episode_steps is not None:
+        kwargs["max_episode_steps"] = max_episode_steps
     env = gym.make(gym_id, **kwargs)
     if seed is not None:
         env.action_space.seed(seed)

@@ -13,7 +13,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from sim_envs.task import Task
+from sim_envs.task import SuccessMode, Task
 from sim_envs.view_base import StateView, attr, frozen
 
 
@@ -211,13 +211,13 @@ def lie_down_success(view: AntView, info: dict[str, Any]) -> bool:
     return bool(low_and_upright and still and np.all(view.foot_positions[:, 2] <= 0.15))
 
 
-def _task(id: str, description: str, gym_id: str, steps: int, view: str, success, success_doc: str, mode: str = "any", expert: str | None = None, budget: int = 100_000, notes: str = "", **env_kwargs: Any) -> Task:
+def _task(id: str, description: str, gym_id: str, steps: int, view: str, success, success_doc: str, mode: SuccessMode = "any", expert: str | None = None, budget: int = 100_000, notes: str = "", **env_kwargs: Any) -> Task:
     planar = view == "planar"
     return Task(
         id=id,
         family="locomotion",
         description=description,
-        env_factory=partial(make_locomotion_env, gym_id, steps),
+        env_factory=partial(make_locomotion_env, gym_id, max_episode_steps=steps),
         view_class=PlanarWalkerView if planar else AntView,
         read_view=read_planar_view if planar else read_ant_view,
         is_success=success,
@@ -236,7 +236,7 @@ NATIVE = "Gymnasium's native {} reward: forward velocity{} minus control cost"
 
 
 def locomotion_tasks() -> list[Task]:
-    no_fall = {"terminate_when_unhealthy": False}
+    no_fall: dict[str, Any] = {"terminate_when_unhealthy": False}
     return [
         _task("hopper/forward", "Make the hopper hop forward as fast as it can without falling.", "Hopper-v5", 1000, "planar",
               partial(forward_success, 2.0), "the torso has moved at least 2 m forward (+x) from its start at any step",

@@ -6,15 +6,20 @@ generator, so a policy has to generalise over placements, as in the MetaWorld be
 """
 
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 import numpy as np
 
 from sim_envs.task import Task
 from sim_envs.view_base import StateView, attr, frozen
+
+if TYPE_CHECKING:
+    from metaworld.policies.policy import Policy
+    from metaworld.sawyer_xyz_env import SawyerXYZEnv
 
 EPISODE_STEPS = 200
 """Shorter than MetaWorld's 500-step cap: every scripted policy succeeds well inside it (see tests),
@@ -118,22 +123,39 @@ EXPERT_DOC = "MetaWorld's own dense reward for this task (v2 reward function, 0 
 
 
 def make_metaworld_env(
-    name: str, render_mode: str | None = None, seed: int | None = None, camera_name: str = "corner2", size: int = 480
+    name: str,
+    render_mode: str | None = None,
+    seed: int | None = None,
+    camera_name: str = "corner2",
+    size: int = 480,
+    max_episode_steps: int = EPISODE_STEPS,
 ) -> gym.Env:
-    """MetaWorld's goal-observable env, placements re-drawn at every reset, with our time limit."""
+    """MetaWorld's goal-observable env, placements re-drawn at every reset, with our time limit
+    (`max_episode_steps`; MetaWorld's own cap, `max_path_length`, is raised to match a longer one)."""
     from metaworld.env_dict import ALL_V3_ENVIRONMENTS_GOAL_OBSERVABLE
 
-    env = ALL_V3_ENVIRONMENTS_GOAL_OBSERVABLE[f"{name}-v3-goal-observable"](seed=seed, render_mode=render_mode)
+    # MetaWorld types these classes as SawyerXYZEnv; the goal-observable ones replace its __init__ with (seed, render_mode)
+    env_class: Callable[..., SawyerXYZEnv] = ALL_V3_ENVIRONMENTS_GOAL_OBSERVABLE[f"{name}-v3-goal-observable"]
+    env = env_class(seed=seed, render_mode=render_mode)
     # MetaWorld makes the goal observable after building the env, whose space still bounds the goal to
     # [0, 0, 0]: the observations then fall outside their own space (Gymnasium's env checker refuses it)
     env.observation_space = env.sawyer_observation_space
     env._freeze_rand_vec = False
     env.seeded_rand_vec = True  # draw placements from env.np_random, not numpy's global generator
-    env.seed(int(np.random.SeedSequence().entropy % 2**31) if seed is None else seed)
+    env.seed(_fresh_seed() if seed is None else seed)
     if render_mode is not None:
         env.mujoco_renderer.camera_id = env.model.camera(camera_name).id
         env.mujoco_renderer.width = env.mujoco_renderer.height = size
-    return gym.wrappers.TimeLimit(MetaWorldSeeding(env), max_episode_steps=EPISODE_STEPS)
+    # MetaWorld refuses a step past its own cap (500): a longer episode needs a higher cap
+    env.max_path_length = max(int(env.max_path_length), int(max_episode_steps))
+    return gym.wrappers.TimeLimit(MetaWorldSeeding(env), max_episode_steps=max_episode_steps)
+
+
+def _fresh_seed() -> int:
+    """A random 31-bit seed, from entropy the operating system supplies."""
+    entropy = np.random.SeedSequence().entropy
+    assert isinstance(entropy, int)  # drawn from the OS when none is given
+    return int(entropy % 2**31)
 
 
 class MetaWorldSeeding(gym.Wrapper):
@@ -141,7 +163,7 @@ class MetaWorldSeeding(gym.Wrapper):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         if seed is not None:
-            self.env.unwrapped.seed(seed)
+            cast("SawyerXYZEnv", self.env.unwrapped).seed(seed)
         return self.env.reset(options=options)
 
 
@@ -233,7 +255,7 @@ def read_sawyer_view(env: Any, previous: SawyerView | None) -> SawyerView:
         init_obj2 = previous.obj2.init_position if previous.obj2 is not None else None
     # MetaWorld's tcp_center, (right + left end-effector sites) / 2, with cached ids and Python floats (same IEEE results).
     right, left = site_xpos[ids.right_end_effector].tolist(), site_xpos[ids.left_end_effector].tolist()
-    tcp = np.array([(r + l) / 2.0 for r, l in zip(right, left)])
+    tcp = np.array([(r + l_) / 2.0 for r, l_ in zip(right, left)])
     tcp.setflags(write=False)  # a fresh array: read-only without a second copy
     robot = SawyerRobot(
         ee_position=tcp,
@@ -247,7 +269,7 @@ def read_sawyer_view(env: Any, previous: SawyerView | None) -> SawyerView:
         init_right_pad_position=init_right,
     )
     obj2 = None
-    if positions.size > 3:
+    if positions.size > 3 and init_obj2 is not None:  # init_obj2 is set exactly when there is a second object
         obj2 = _object(positions[3:6], quaternions[4:8], init_obj2)
     return SawyerView(
         dt=float(env.dt),
@@ -266,7 +288,8 @@ def metaworld_success(view: StateView, info: dict[str, Any]) -> bool:
 def _scripted_policy(name: str):
     from metaworld.policies import ENV_POLICY_MAP
 
-    policy = ENV_POLICY_MAP[f"{name}-v3"]()
+    policy_class: Callable[[], Policy] = ENV_POLICY_MAP[f"{name}-v3"]  # MetaWorld types these as the abstract Policy
+    policy = policy_class()
     return policy.get_action
 
 

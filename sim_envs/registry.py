@@ -9,12 +9,15 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib.util
+import inspect
+import numbers
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sim_envs.errors import TaskFileError, UnknownTaskError
+from sim_envs.errors import ConfigError, TaskFileError, UnknownTaskError
 from sim_envs.task import Task
 
 _TASKS: dict[str, Task] = {}
@@ -97,19 +100,30 @@ def derive_task(
     if view_notes is not None:
         changes["view_notes"] = view_notes
     if max_episode_steps is not None:
-        changes["max_episode_steps"] = max_episode_steps
-        if parent.family == "locomotion":
-            changes["env_factory"] = _with_steps(parent, max_episode_steps)
+        if "max_episode_steps" in changes["env_kwargs"]:
+            raise ConfigError("pass the episode length once, as derive_task(max_episode_steps=...), not in env_kwargs")
+        changes["env_factory"] = _with_episode_steps(parent, max_episode_steps)
+        changes["max_episode_steps"] = int(max_episode_steps)
     return dataclasses.replace(parent, **changes)
 
 
-def _with_steps(parent: Task, steps: int) -> Callable[..., Any]:
-    from functools import partial
+def _with_episode_steps(parent: Task, steps: int) -> Callable[..., Any]:
+    """The parent's env factory with episodes truncated at `steps` (the number the prompt states).
 
-    from sim_envs.locomotion_tasks import make_locomotion_env
-
-    gym_id = parent.env_factory.args[0]  # a partial(make_locomotion_env, gym_id, steps)
-    return partial(make_locomotion_env, gym_id, steps)
+    Every built-in family's factory takes `max_episode_steps` (a Gymnasium TimeLimit; MetaWorld's own
+    cap follows it); a factory that does not cannot honour the length, so the task is refused."""
+    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps <= 0:
+        raise ConfigError(f"max_episode_steps must be a positive whole number of steps, got {steps!r}")
+    try:
+        parameters = inspect.signature(parent.env_factory).parameters
+    except (TypeError, ValueError):
+        parameters = {}
+    if "max_episode_steps" not in parameters:
+        raise ConfigError(
+            f"task {parent.id}'s environment factory takes no max_episode_steps, so its episode length cannot "
+            f"change; derive without max_episode_steps (episodes last {parent.max_episode_steps} steps)"
+        )
+    return partial(parent.env_factory, max_episode_steps=int(steps))
 
 
 def load_task_file(path: str | Path) -> list[Task]:

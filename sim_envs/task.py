@@ -28,10 +28,12 @@ class Task:
     family: str
     description: str
     env_factory: Callable[..., gym.Env] = field(repr=False)
-    """`env_factory(render_mode=None, seed=None, **env_kwargs)` -> an env with its time limit."""
+    """`env_factory(render_mode=None, seed=None, **env_kwargs)` -> an env with its time limit. A factory
+    with a `max_episode_steps` parameter lets `derive_task` change the episode length."""
     view_class: type[StateView] = field(repr=False)
-    read_view: Callable[[gym.Env, StateView | None], StateView] = field(repr=False)
-    """`read_view(unwrapped_env, previous_view)`: the view after reset (previous None) or a step."""
+    read_view: Callable[[gym.Env, Any], StateView] = field(repr=False)
+    """`read_view(unwrapped_env, previous_view)`: the view after reset (previous None) or a step. The
+    previous view is the one this reader returned (typed Any: each family's reader takes its own view class)."""
     is_success: Callable[[StateView, dict[str, Any]], bool] = field(repr=False)
     """Per-step success predicate; `success_mode` says how steps make an episode's success."""
     success_doc: str

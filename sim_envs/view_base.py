@@ -61,7 +61,7 @@ def _nested_view_classes(cls: type) -> list[type]:
     for f in dataclasses.fields(cls):
         candidates = typing.get_args(f.type) or (f.type,)
         for candidate in candidates:
-            if dataclasses.is_dataclass(candidate) and candidate not in found:
+            if isinstance(candidate, type) and dataclasses.is_dataclass(candidate) and candidate not in found:
                 for inner in _nested_view_classes(candidate):
                     if inner not in found:
                         found.append(inner)
@@ -92,6 +92,6 @@ def view_field_paths(view_class: type, prefix: str = "self") -> list[str]:
         path = f"{prefix}.{f.name}"
         paths.append(path)
         for candidate in typing.get_args(f.type) or (f.type,):
-            if dataclasses.is_dataclass(candidate):
+            if isinstance(candidate, type) and dataclasses.is_dataclass(candidate):
                 paths.extend(view_field_paths(candidate, path))
     return paths

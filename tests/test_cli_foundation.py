@@ -49,6 +49,7 @@ def test_reward_file_without_the_function(tmp_path):
     assert result.returncode == 1 and "defines no compute_dense_reward" in result.stderr
 
 
+@pytest.mark.slow
 def test_train_evaluate_video_round_trip(tmp_path):
     out = tmp_path / "run"
     t2r("train", "--task", "fetch/reach", "--steps", "150", "--eval-freq", "150", "--eval-episodes", "1", "--out", str(out))

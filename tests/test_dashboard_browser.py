@@ -11,6 +11,8 @@ import pytest
 from playwright.sync_api import sync_playwright
 from test_dashboard import DashboardServer, copy_runs, pristine_runs, run_id  # noqa: F401 (fixture)
 
+pytestmark = pytest.mark.slow  # end-to-end: real training
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]

@@ -51,7 +51,7 @@ def test_reflection_lists_each_component_with_ten_samples_and_min_mean_max():
     data = healthy()
     text = reward_reflection(data)
     for name in ("reach", "grasp"):
-        line = next(l for l in text.splitlines() if l.startswith(f"{name}: ["))
+        line = next(row for row in text.splitlines() if row.startswith(f"{name}: ["))
         samples = line[line.index("[") + 1 : line.index("]")].split(", ")
         assert len(samples) == 10
         assert float(samples[0]) < float(samples[-1])  # the trend is visible

@@ -12,7 +12,7 @@ import pytest
 from policies.reward_program import compile_reward, normalise_output
 from sim_envs import get_task, render_view_doc
 from sim_envs.errors import ConfigError
-from sim_envs.fetch_tasks import FetchRobot, FetchReachView
+from sim_envs.fetch_tasks import FetchReachView, FetchRobot
 from sim_envs.view_base import frozen
 from text2reward.generation.extraction import extract_code
 from text2reward.generation.prompting import (

@@ -93,7 +93,7 @@ def rollouts() -> dict[str, TaskRollouts]:
         try:
             space = env.action_space
             rng = np.random.default_rng(0)
-            act = lambda obs: rng.uniform(space.low, space.high)  # noqa: E731
+            act = lambda obs, rng=rng, space=space: rng.uniform(space.low, space.high)
             if task.has_scripted_policy:
                 policy = task.scripted_policy()
                 for seed in range(3):  # a few placements defeat a scripted policy inside 200 steps

@@ -48,6 +48,25 @@ def test_cache_hit_makes_no_request_and_costs_no_tokens(tmp_path):
     assert len(list(tmp_path.glob("*/*.json"))) == 3
 
 
+def test_samples_after_the_cached_ones_get_their_own_seeds_and_draws(tmp_path):
+    """A cache holding samples 0-1 asks for 2-3 as samples 2-3 (seed + 2, seed + 3), never as new 0-1."""
+    from text2reward.generation.llm.heuristic import HeuristicBackend
+
+    with OpenAITestServer(default="reply", honour_n=False) as server:
+        cached = CachedBackend(openai_backend(server.base_url, concurrency=1), ReplyCache(tmp_path / "openai"))
+        cached.generate(ask(n=2, seed=7))
+        cached.generate(ask(n=4, seed=7))
+        seeds = [body["seed"] for body in server.chat_requests]
+    assert seeds[-2:] == [9, 10] and sorted(seeds) == [7, 8, 9, 10]
+
+    heuristic = CachedBackend(HeuristicBackend(seed=3), ReplyCache(tmp_path / "heuristic"))
+    request = GenerationRequest(MESSAGES, n=4, task_id="fetch/reach", seed=3)
+    heuristic.generate(GenerationRequest(MESSAGES, n=2, task_id="fetch/reach", seed=3))
+    filled = [r.text for r in heuristic.generate(request)]
+    uncached = [r.text for r in HeuristicBackend(seed=3).generate(request)]
+    assert filled[2:] == uncached[2:] and len(set(filled)) == 4
+
+
 def test_errors_are_never_cached(tmp_path):
     with OpenAITestServer(script=[Fail(500), "recovered"]) as server:
         cached = CachedBackend(openai_backend(server.base_url), ReplyCache(tmp_path))

@@ -1,4 +1,9 @@
-"""The openai backend against a real HTTP server on 127.0.0.1, through the real `openai` client."""
+"""The openai backend against a real HTTP server on 127.0.0.1, through the real `openai` client.
+
+Every test runs twice: with plain JSON replies and streamed (SSE) ones, the default for a local server.
+Behaviour specific to local servers (concurrency, streaming, seeds, check_endpoint) is in
+test_llm_local_servers.py.
+"""
 
 from __future__ import annotations
 
@@ -17,10 +22,19 @@ MESSAGES = [
     {"role": "user", "content": "Write a reward for reaching the goal position."},
 ]
 PROMPT_WORDS = count_words(MESSAGES)
+STREAM = {"on": False}
+"""Whether `make` builds a streaming backend: set per test by the `transport` fixture."""
+
+
+@pytest.fixture(autouse=True, params=[False, True], ids=["json", "sse"])
+def transport(request):
+    STREAM["on"] = request.param
+    yield request.param
 
 
 def make(server: OpenAITestServer, **options) -> OpenAIBackend:
-    settings = dict(api_key="test-key", timeout=5.0, max_retries=3, backoff_base=0.001, backoff_max=0.01, jitter=0.0)
+    settings = dict(api_key="test-key", timeout=5.0, max_retries=3, backoff_base=0.001, backoff_max=0.01, jitter=0.0,
+                    stream=STREAM["on"])
     settings.update(options)
     return OpenAIBackend(settings.pop("model", "test-model"), base_url=server.base_url, **settings)
 

@@ -8,10 +8,13 @@ import subprocess
 import sys
 import time
 
+import pytest
 from openai_server import OpenAITestServer, Say
 
 from text2reward.loop import start_run
 from text2reward.runs.store import RunConfig, RunStore, list_runs
+
+pytestmark = pytest.mark.slow  # end-to-end: real training
 
 TINY = {"learning_starts": 50, "batch_size": 32}
 

@@ -64,6 +64,7 @@ def test_old_run_in_the_cli_and_the_dashboard(runs_dir):
         assert status == 200 and b"r0-s0" in body
 
 
+@pytest.mark.slow
 def test_old_run_resumes_with_another_round(runs_dir):
     done = t2r("resume", RUN_ID, "--runs-dir", runs_dir, "--rounds", "2")
     assert done.returncode == 0, done.stderr[-2000:]

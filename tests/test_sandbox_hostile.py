@@ -269,7 +269,7 @@ def test_runtime_layer_alone_stops_it(program, mechanism, sentinel, samples):
         assert sentinel["token"] not in result.error
     else:
         assert result.ok
-    for total, components in result.outputs:
+    for _total, components in result.outputs:
         assert all(sentinel["token"] not in name for name in components)
     assert all(np.array_equal(view.robot.ee_position, old) for (view, _), old in zip(samples, before))
     assert list(sentinel["target"].iterdir()) == []

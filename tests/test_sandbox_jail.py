@@ -377,8 +377,11 @@ def run_cli(args: list[str], hide: str, cwd: Path, env_extra: dict | None = None
     return subprocess.run([sys.executable, "-m", "text2reward.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_t2r_train_runs_a_reward_file_in_the_jail(mechanism, sentinel, tmp_path):
+    """`t2r train --reward FILE.py` gives a file the verdict `t2r validate` gives: a hostile one is refused by
+    the static check before anything runs; one the check accepts trains in the jail, which stops it."""
     body = 'attempt(results, "w", lambda: real.open(TARGET + "/train", "w").write("x"))\nattempt(results, "r", lambda: real.open(SECRETS[0]).read())'
     code = fill(BOMB.replace("calls[0] > 50", "calls[0] == 60").replace("BODY", "results = {}\n        " + body.replace("\n", "\n        ") + "\n        raise ValueError(repr(results))"), sentinel)
     reward = tmp_path / "reward.py"
@@ -386,11 +389,15 @@ def test_t2r_train_runs_a_reward_file_in_the_jail(mechanism, sentinel, tmp_path)
     args = ["train", "--task", TRAIN_TASK, "--reward", str(reward), "--steps", "256", "--out", str(tmp_path / "out"),
             "--eval-freq", "128", "--eval-episodes", "1"] + [f"--hp={k}={v}" for k, v in TINY_PPO.items()]
     done = run_cli(args, OTHER[mechanism], tmp_path)
+    assert done.returncode == 1 and "refused by the static check" in done.stderr, done.stderr[-2000:]
+    assert not (tmp_path / "out" / "result.json").exists()
+    assert_host_untouched(sentinel, done.stdout, done.stderr, {})
+    reward.write_text("calls = [0]\n\n\ndef compute_dense_reward(self, action):\n    calls[0] += 1\n    if calls[0] == 60:\n"
+                      "        while True:\n            pass\n    return float(self.torso.x_velocity)\n")
+    done = run_cli(args, OTHER[mechanism], tmp_path)
     assert done.returncode == 1 and "reward program 'reward' failed at call 60" in done.stderr, done.stderr[-2000:]
-    assert "blocked" in done.stderr and "SUCCEEDED" not in done.stderr
     result = json.loads((tmp_path / "out" / "result.json").read_text())
-    assert mechanism in result["reward_isolation"] and result["reward_failure"]
-    assert_host_untouched(sentinel, done.stdout, done.stderr, result)
+    assert mechanism in result["reward_isolation"] and "failed at call 60" in result["reward_failure"]
 
 
 def test_t2r_train_trusted_reward_is_in_process_and_says_so(tmp_path):
@@ -511,9 +518,10 @@ def compute_dense_reward(self, action):
 '''
 
 
+@pytest.mark.slow
 def test_a_time_bomb_fails_its_candidate_in_a_run_and_the_run_goes_on(tmp_path):
     """Through `t2r run`: the bomb passes validation (400 calls), goes off in training; that candidate
-    fails with the reason, its partial curve is kept, and the run itself finishes."""
+    fails with the reason, its partial curve is kept, and the run ends: with no result, since nothing trained."""
     from text2reward.loop import start_run
     from text2reward.runs.store import RunConfig
 
@@ -528,7 +536,8 @@ def test_a_time_bomb_fails_its_candidate_in_a_run_and_the_run_goes_on(tmp_path):
     assert candidate["status"] == "failed" and "the total is nan" in candidate["reason"]
     result = json.loads(next(store.root.rglob("train/result.json")).read_text())
     assert result["reward_failure"] and result["curve"] and "jail" in result["reward_isolation"]
-    assert store.state()["status"] == "finished"
+    state = store.state()
+    assert state["status"] == "no_result" and "r0-s0 failed" in state["reason"]
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)

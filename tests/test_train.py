@@ -18,6 +18,11 @@ def test_sac_on_metaworld_writes_a_valid_result(tmp_path):
     assert REQUIRED <= set(data)
     assert data["steps"] == 400 and data["algo"] == "sac" and data["device"] == "cpu"
     assert [p["steps"] for p in data["curve"]] == [200, 400]
+    # the settings really used, not the family's YAML defaults (eval_freq 2000, eval_episodes 5)
+    assert data["eval_episodes"] == 1 and data["eval_freq"] == 200 and data["requested_steps"] == 400 and data["seed"] == 0
+    assert data["hyperparams"]["eval_episodes"] == 1 and data["hyperparams"]["eval_freq"] == 200
+    assert data["hyperparams"]["algo_kwargs"]["learning_starts"] == 100 and data["hyperparams"]["algo_kwargs"]["batch_size"] == 32
+    assert len(data["final_eval"]["episodes"]) == 1
     assert 0.0 <= data["success_rate"] <= 1.0
     assert data["components"][-1]["components"]["expert"]["max"] > 0
     assert (tmp_path / "model.zip").is_file() and any((tmp_path / "tb").iterdir())
@@ -47,3 +52,21 @@ def test_cuda_request_without_a_gpu_is_refused(tmp_path):
         pytest.skip("a CUDA GPU is present")
     with pytest.raises(ConfigError, match="no CUDA GPU is visible"):
         train(TrainConfig(task_id="metaworld/reach-v3", out_dir=tmp_path, steps=10, device="cuda"))
+
+
+def test_t2r_train_records_the_settings_it_used(tmp_path):
+    """`t2r train --eval-episodes 1` once stored the YAML's 5: result.json holds what the run used."""
+    from typer.testing import CliRunner
+
+    from text2reward.cli import app
+
+    out = tmp_path / "out"
+    args = ["train", "--task", "metaworld/reach-v3", "--steps", "150", "--eval-freq", "150", "--eval-episodes", "1", "--seed", "7",
+            "--device", "cpu", "--out", str(out), "--hp", "learning_starts=50", "--hp", "batch_size=16", "--hp", "eval_freq=999"]
+    outcome = CliRunner().invoke(app, args)
+    assert outcome.exit_code == 0, outcome.output
+    data = json.loads((out / RESULT_FILE).read_text())
+    assert (data["eval_episodes"], data["eval_freq"], data["seed"], data["device"], data["requested_steps"]) == (1, 150, 7, "cpu", 150)
+    assert data["steps"] == 150 and [p["steps"] for p in data["curve"]] == [150]
+    assert data["hyperparams"]["eval_episodes"] == 1 and data["hyperparams"]["eval_freq"] == 150  # the flag beats --hp and the YAML
+    assert data["hyperparams"]["algo_kwargs"] == {**data["hyperparams"]["algo_kwargs"], "learning_starts": 50, "batch_size": 16}

@@ -70,3 +70,60 @@ def test_bad_task_files_say_what_to_fix(tmp_path, content, message):
         load_task_file(path)
     with pytest.raises(TaskFileError, match="does not exist"):
         load_task_file(tmp_path / "missing.py")
+
+
+def steps_until_done(env, action=None) -> tuple[int, bool]:
+    """Steps until the episode ends, and whether it ended by truncation (the time limit)."""
+    env.reset(seed=0)
+    steps, done, truncated = 0, False, False
+    while not done:
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample() if action is None else action)
+        done, steps = terminated or truncated, steps + 1
+    return steps, truncated
+
+
+@pytest.mark.parametrize(
+    "base, steps, env_kwargs",
+    [
+        ("metaworld/reach-v3", 37, None),
+        ("metaworld/reach-v3", 620, None),  # past MetaWorld's own cap of 500
+        ("fetch/reach", 37, None),
+        ("fetch/push", 73, None),  # past the registered 50
+        ("halfcheetah/forward", 37, None),
+        ("hopper/forward", 37, {"terminate_when_unhealthy": False}),
+    ],
+)
+def test_derived_episode_length_is_honoured_by_every_family(base, steps, env_kwargs):
+    from sim_envs import derive_task
+
+    task = derive_task(base, id=f"custom/{base.replace('/', '_')}_{steps}", description="Same env, new length.",
+                       is_success=lambda view, info: False, success_doc="never", max_episode_steps=steps, env_kwargs=env_kwargs)
+    assert task.max_episode_steps == steps
+    env = task.make_env(seed=0)
+    try:
+        assert steps_until_done(env) == (steps, True)
+        assert steps_until_done(env) == (steps, True)  # and again after a reset
+    finally:
+        env.close()
+    assert get_task(base).max_episode_steps != steps  # the base task keeps its own length
+
+
+def test_an_episode_length_that_cannot_be_honoured_is_refused(monkeypatch):
+    import dataclasses
+
+    from sim_envs import derive_task, registry
+    from sim_envs.errors import ConfigError
+
+    base = get_task("fetch/reach")
+    fixed = dataclasses.replace(base, id="custom/fixed_length_env", env_factory=lambda render_mode=None, seed=None: base.make_env())
+    monkeypatch.setitem(registry._TASKS, fixed.id, fixed)  # registered for this test only
+    with pytest.raises(ConfigError, match="takes no max_episode_steps, so its episode length cannot change"):
+        derive_task("custom/fixed_length_env", id="custom/fixed_37", description="d", is_success=lambda v, i: False,
+                    success_doc="never", max_episode_steps=37)
+    for bad in (0, -5, 2.5, True):
+        with pytest.raises(ConfigError, match="positive whole number"):
+            derive_task("fetch/reach", id="custom/bad_length", description="d", is_success=lambda v, i: False,
+                        success_doc="never", max_episode_steps=bad)
+    with pytest.raises(ConfigError, match="not in env_kwargs"):
+        derive_task("fetch/reach", id="custom/bad_length", description="d", is_success=lambda v, i: False,
+                    success_doc="never", max_episode_steps=37, env_kwargs={"max_episode_steps": 10})

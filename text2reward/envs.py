@@ -70,8 +70,8 @@ def register_tasks() -> list[str]:
     ids = []
     for task in list_tasks():
         env_id = gym_id(task.id)
-        if env_id not in gym.registry:
-            gym.register(env_id, entry_point=make, kwargs={"task_id": task.id}, disable_env_checker=False,
+        if env_id not in gym.registry:  # Gymnasium's EnvCreator type takes **kwargs only; it calls make with keywords
+            gym.register(env_id, entry_point=make, kwargs={"task_id": task.id}, disable_env_checker=False,  # type: ignore[arg-type]
                          order_enforce=True, max_episode_steps=None)
         ids.append(env_id)
     return ids

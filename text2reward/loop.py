@@ -16,14 +16,19 @@ from typing import Any, Protocol
 
 from sim_envs import get_task, load_task_file
 from sim_envs.task import Task
+from text2reward.errors import ConfigError, RewardProgramError, Text2RewardError
 from text2reward.generation.llm.base import Backend, GenerationRequest
+from text2reward.generation.llm.errors import BackendError, RepliesExhausted
+from text2reward.runs.lock import RunLock
 from text2reward.runs.ranking import best_candidate
-from text2reward.runs.records import Candidate, FinalSummary, RoundSummary
+from text2reward.runs.records import Candidate, FinalSummary, RoundSummary, TrainingSummary
 from text2reward.runs.store import RunConfig, RunStore, index_run
 from text2reward.training.job import TRAIN_DIR, TrainJob
 from text2reward.training.pool import JobOutcome, run_jobs
 
 Progress = Callable[[str], None]
+PENDING_PROMPT_FILE = "pending_prompt.md"
+"""Where a run driven by reply files writes the prompt it waits on (`t2r prompt --run RUN` prints it)."""
 
 
 class JobDisplay(Protocol):
@@ -45,10 +50,11 @@ def replies_used(store: RunStore) -> int:
 def make_run_backend(config: RunConfig, store: RunStore) -> Backend:
     from text2reward.generation.llm import make_backend
     from text2reward.generation.llm.cache import CachedBackend, ReplyCache
+    from text2reward.preflight import backend_options
 
     options: dict[str, Any] = {}
     if config.backend == "openai":
-        options = {"model": config.model, "base_url": config.base_url, "vision": config.vision}
+        options = backend_options(config)
     elif config.backend == "file":
         options = {"paths": config.reply_files or None}
         if config.reply_files:
@@ -56,8 +62,8 @@ def make_run_backend(config: RunConfig, store: RunStore) -> Backend:
     elif config.backend == "heuristic":
         options = {"seed": config.seed}
     backend = make_backend(config.backend, **options)
-    if config.backend == "file":
-        return backend  # pasted replies are the record themselves
+    if config.backend == "file" or not config.cache:
+        return backend  # pasted replies are the record themselves; --no-cache asks the model again
     return CachedBackend(backend, ReplyCache(store.runs_dir / "cache"))
 
 
@@ -77,9 +83,14 @@ class Loop:
         self.say = progress or (lambda message: None)
 
     # --- top level -----------------------------------------------------------------------------
-    def run(self) -> dict[str, Any]:
+    def run(self) -> FinalSummary:
+        with RunLock(self.store.root, say=self.say):
+            return self._run_locked()
+
+    def _run_locked(self) -> FinalSummary:
         started = time.perf_counter()
-        state = self.store.set_state(status="running", created=self.store.state().get("created", time.time()))
+        state = self.store.set_state(status="running", created=self.store.state().get("created", time.time()),
+                                     error=None, reason=None, pending_prompt=None)
         index_run(self.store)
         try:
             redone = False
@@ -103,12 +114,21 @@ class Loop:
             report = write_report(self.store)
             elapsed = state.get("wall_seconds", 0.0) + time.perf_counter() - started
             interrupted = [c["id"] for c in self.store.candidates() if c["status"] == "interrupted"]
-            status = "incomplete" if interrupted or final.get("interrupted") else "finished"
-            if status == "incomplete":
+            status, reason = "finished", None
+            if interrupted or final.get("interrupted"):
+                status = "incomplete"
                 self.say(f"some training was interrupted ({', '.join(interrupted) or 'final comparison'}): "
                          f"`t2r resume {self.store.run_id}` finishes it")
-            self.store.set_state(status=status, wall_seconds=round(elapsed, 1), report=self.store.relative(report))
+            elif final.get("best_candidate") is None:
+                status, reason = "no_result", no_result_reason(self.store.candidates())
+            self.store.set_state(status=status, reason=reason, wall_seconds=round(elapsed, 1),
+                                 report=self.store.relative(report))
             return final
+        except RepliesExhausted as exc:
+            elapsed = self.store.state().get("wall_seconds", 0.0) + time.perf_counter() - started
+            self.wait_for_replies(exc)
+            self.store.set_state(wall_seconds=round(elapsed, 1))
+            return {}
         except BaseException as exc:
             elapsed = self.store.state().get("wall_seconds", 0.0) + time.perf_counter() - started
             status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
@@ -116,6 +136,16 @@ class Loop:
             raise
         finally:
             index_run(self.store)
+
+    def wait_for_replies(self, exc: RepliesExhausted) -> None:
+        """Reply files ran out: write the prompt that needs answers and stop cleanly; a resume with new
+        `--reply-file`s goes on from exactly here (finished stages are files, and are never redone)."""
+        from text2reward.generation.llm.file_backend import render_prompt
+
+        path = self.store.write_text(PENDING_PROMPT_FILE, render_prompt(exc.request))
+        self.store.set_state(status="waiting_for_replies", pending_prompt=self.store.relative(path),
+                             replies_needed=exc.needed)
+        self.say(f"waiting for {exc.needed} reply(ies) to the prompt in {path}")
 
     def overall_best(self) -> Candidate | None:
         return best_candidate(self.store.candidates())
@@ -132,8 +162,8 @@ class Loop:
         best = best_candidate(candidates)
         summary: RoundSummary = {
             "round": round_index,
-            "best": best and best["id"],
-            "best_success": best and best["training"]["success_rate"],
+            "best": best["id"] if best else None,
+            "best_success": best["training"]["success_rate"] if best else None,
             "statuses": {c["id"]: c["status"] for c in candidates},
         }
         self.store.write_round_summary(summary)
@@ -146,7 +176,7 @@ class Loop:
         return f"{self.config.backend}:{self.config.model or ''}".rstrip(":")
 
     @staticmethod
-    def describe(candidate: dict[str, Any]) -> str:
+    def describe(candidate: Candidate) -> str:
         if candidate["status"] == "trained":
             return f"success {candidate['training']['success_rate']:.2f}"
         return f"{candidate['status']} ({candidate.get('reason', '')[:80]})"
@@ -170,7 +200,8 @@ class Loop:
             from text2reward.feedback import component_stats
 
             code = self.store.root.joinpath(best["code_file"]).read_text()
-            feedback = self.store.root.joinpath(best["feedback_file"]).read_text() if best.get("feedback_file") else ""
+            feedback_file = best.get("feedback_file")
+            feedback = self.store.root.joinpath(feedback_file).read_text() if feedback_file else ""
             messages = prompting.build_feedback_messages(self.task, code, feedback)
             context = {
                 "previous_best_code": code,
@@ -194,8 +225,11 @@ class Loop:
     def human_prompt(self, event: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         from text2reward.generation import prompting
 
-        def load(candidate_id: str) -> tuple[dict[str, Any], str, str]:
+        def load(candidate_id: str) -> tuple[Candidate, str, str]:
             candidate = self.store.candidate(candidate_id)
+            if candidate is None:
+                raise ConfigError(f"human feedback {event.get('id')} names candidate {candidate_id!r}, which run "
+                                  f"{self.store.run_id} does not have; fix or remove it in events.json")
             code = self.store.root.joinpath(candidate["code_file"]).read_text()
             return candidate, code, candidate.get("behaviour_text", "")
 
@@ -214,7 +248,7 @@ class Loop:
             return saved
         request = GenerationRequest(
             messages=messages, n=self.config.samples, task_id=self.task.id, round=round_index,
-            temperature=self.config.temperature, context=context,
+            temperature=self.config.temperature, seed=self.config.seed, context=context,
         )
         replies = [r.to_dict() for r in self.backend.generate(request)]
         self.store.write_json(f"rounds/r{round_index}/replies.json", replies)
@@ -222,11 +256,9 @@ class Loop:
 
     # --- one candidate before training -----------------------------------------------------------------
     def prepare_candidate(self, round_index: int, sample: int, reply: dict[str, Any], messages: list[dict[str, Any]]) -> Candidate:
-        from text2reward.generation import prompting
-        from text2reward.generation.extraction import extract_code
-        from text2reward.sandbox import validate
-
-        directory = self.store.candidate_dir(round_index, sample)
+        """Extract, validate and screen one reply, asking for fixes; whatever goes wrong is this candidate's
+        alone: it ends `no_code`, `invalid`, `screened_out` or `failed` with the reason, and the round goes on.
+        Only a backend that cannot serve any request (or a run waiting for a person's replies) stops the run."""
         existing = self.store.read_candidate(round_index, sample)
         if existing is not None:
             return existing
@@ -236,65 +268,101 @@ class Loop:
             "tokens": {"prompt": reply.get("prompt_tokens", 0), "completion": reply.get("completion_tokens", 0)},
             "attempts": [],
         }
-        text, attempt_messages = reply.get("text"), messages
+        try:
+            return self.check_and_fix(candidate, reply)
+        except BackendError:
+            raise
+        except Exception as exc:  # a bug or a broken environment: this candidate fails, the round goes on
+            reason = str(exc) if isinstance(exc, Text2RewardError) else f"{type(exc).__name__}: {exc}"
+            self.say(f"{candidate['id']}: failed before training: {reason.splitlines()[0][:200] if reason else ''}")
+            return self.finish_candidate(candidate, "failed", reason)
+
+    def check_and_fix(self, candidate: Candidate, reply: dict[str, Any]) -> Candidate:
+        from text2reward.generation import prompting
+
+        round_index, sample = candidate["round"], candidate["sample"]
+        text = reply.get("text")
         for attempt in range(self.config.fix_attempts + 1):
             if text is None:
                 return self.finish_candidate(candidate, "no_code", f"the backend returned no reply: {reply.get('error')}")
-            self.store.write_text(directory / f"reply_{attempt}.md", text)
-            extraction = extract_code(text)
-            if not extraction.ok:
-                error = extraction.error or "the reply contains no compute_dense_reward(self, action)"
-                candidate["attempts"].append({"attempt": attempt, "errors": [error]})
-            else:
-                code_file = self.store.write_text(directory / f"reward_{attempt}.py", extraction.code)
-                report = validate(extraction.code, self.task)
-                candidate["attempts"].append({"attempt": attempt, "code_file": self.store.relative(code_file), "validation": report.to_dict()})
-                if report.ok:
-                    candidate.update(code_file=self.store.relative(code_file), validation=report.to_dict())
-                    break
-                error = "\n".join(report.errors)
+            self.store.write_text(self.store.candidate_dir(round_index, sample) / f"reply_{attempt}.md", text)
+            status, error, code = self.check_reply(candidate, attempt, text)
+            if status == "pending_training":
+                candidate["status"] = status
+                return self.store.write_candidate(candidate)
             if attempt == self.config.fix_attempts:
-                status = "invalid" if extraction.function_found else "no_code"
                 return self.finish_candidate(candidate, status, error)
             self.say(f"{candidate['id']}: {error.splitlines()[0][:100]} -> asking for a fix")
-            attempt_messages = prompting.build_error_messages(self.task, extraction.code or text, error)
+            fix_messages = prompting.build_error_messages(self.task, code or text, error)
             fix = self.backend.generate(GenerationRequest(
-                messages=attempt_messages, n=1, task_id=self.task.id, round=round_index,
-                temperature=self.config.temperature, context={"fix_error": error, "sample": sample, "attempt": attempt + 1, "round": round_index},
+                messages=fix_messages, n=1, task_id=self.task.id, round=round_index, seed=self.config.seed,
+                temperature=self.config.temperature,
+                context={"fix_error": error, "sample": sample, "attempt": attempt + 1, "round": round_index},
             ))[0]
             candidate["tokens"]["prompt"] += fix.prompt_tokens
             candidate["tokens"]["completion"] += fix.completion_tokens
-            self.store.write_json(directory / f"fix_prompt_{attempt + 1}.json", attempt_messages)
+            self.store.write_json(self.store.candidate_dir(round_index, sample) / f"fix_prompt_{attempt + 1}.json", fix_messages)
             text, reply = fix.text, fix.to_dict()
-        if self.config.screen and self.task.has_scripted_policy:
-            screening = self.screen(candidate)
-            candidate["screening"] = screening
-            if not screening["passed"]:
-                return self.finish_candidate(candidate, "screened_out", screening["comparison_text"])
-        candidate["status"] = "pending_training"
-        return self.store.write_candidate(candidate)
+        raise AssertionError("unreachable: the last attempt returns")
+
+    def check_reply(self, candidate: Candidate, attempt: int, text: str) -> tuple[str, str, str | None]:
+        """(status, error, code) of one reply: `pending_training` when it may train, else the status it ends
+        with if no fix attempt is left and the error that goes back to the model (the screening comparison
+        for a reward that ranks failures above successes, as DESIGN promises)."""
+        from text2reward.generation.extraction import extract_code
+        from text2reward.sandbox import validate
+
+        directory = self.store.candidate_dir(candidate["round"], candidate["sample"])
+        extraction = extract_code(text)
+        if not extraction.ok:
+            error = extraction.error or "the reply contains no compute_dense_reward(self, action)"
+            candidate["attempts"].append({"attempt": attempt, "errors": [error]})
+            return ("invalid" if extraction.function_found else "no_code"), error, extraction.code
+        code = extraction.code
+        assert code is not None  # an ok extraction holds its code
+        code_file = self.store.relative(self.store.write_text(directory / f"reward_{attempt}.py", code))
+        report = validate(code, self.task)
+        record: dict[str, Any] = {"attempt": attempt, "code_file": code_file, "validation": report.to_dict()}
+        candidate["attempts"].append(record)
+        if not report.ok:
+            return "invalid", "\n".join(report.errors), code
+        candidate["code_file"] = code_file
+        candidate["validation"] = report.to_dict()
+        if not (self.config.screen and self.task.has_scripted_policy):
+            return "pending_training", "", code
+        try:
+            screening = self.screen(code)
+        except RewardProgramError as exc:
+            error = f"the reward failed on a recorded rollout while being screened: {exc}"
+            record["screening_error"] = error
+            return "invalid", error, code
+        record["screening"] = candidate["screening"] = screening
+        if not screening["passed"]:
+            return "screened_out", screening["comparison_text"], code
+        return "pending_training", "", code
 
     def finish_candidate(self, candidate: Candidate, status: str, reason: str) -> Candidate:
-        candidate.update(status=status, reason=reason)
+        candidate["status"] = status
+        candidate["reason"] = reason
         return self.store.write_candidate(candidate)
 
-    def screen(self, candidate: Candidate) -> dict[str, Any]:
+    def screen(self, code: str) -> dict[str, Any]:
+        """Replay the reward over recorded successes and failures; a reward that raises on one of those
+        states raises RewardProgramError (its message goes back to the model)."""
         from text2reward.sandbox import run_reward
         from text2reward.screening import screen_program, screening_trajectories
 
         trajectories = screening_trajectories(self.task, seed=self.config.seed, cache_dir=self.store.runs_dir / "cache" / "screening")
         if not trajectories.usable:
             return {"passed": True, "skipped": True, "comparison_text": "no successful and failed rollouts to compare; not screened"}
-        code = self.store.root.joinpath(candidate["code_file"]).read_text()
 
         def run_returns(code: str, samples: list) -> list[float]:
             result = run_reward(code, samples)
             if result.error:
-                raise RuntimeError(result.error)
+                raise RewardProgramError(result.error)
             return [total for total, _ in result.outputs]
 
-        result = screen_program(self.task, code, trajectories, run_returns, threshold=self.config.screen_threshold)
-        return result.to_dict() if hasattr(result, "to_dict") else asdict(result)
+        return screen_program(self.task, code, trajectories, run_returns, threshold=self.config.screen_threshold).to_dict()
 
     # --- training ------------------------------------------------------------------------------------
     def job(self, out_dir: Path, reward: str, code_path: Path | None, seed: int, video: bool) -> TrainJob:
@@ -318,19 +386,26 @@ class Loop:
             candidate = by_dir[outcome.job.out_dir]
             directory = Path(outcome.job.out_dir)
             if outcome.ok:
-                result = outcome.record["result"]
-                candidate.update(
-                    status="trained",
-                    training={k: result[k] for k in ("success_rate", "best_success_rate", "mean_return", "mean_native_return", "steps", "wall_seconds", "steps_per_second", "curve")},
-                    training_result={k: result[k] for k in ("curve", "components", "success_rate")},
-                    feedback_file=self.store.relative(directory / "feedback.md") if (directory / "feedback.md").is_file() else None,
-                    behaviour_text=outcome.record.get("behaviour_text", ""),
-                    video_file=self.store.relative(directory / "rollout.mp4") if (directory / "rollout.mp4").is_file() else None,
-                    keyframes=[self.store.relative(Path(k)) for k in (outcome.record.get("video") or {}).get("keyframes", [])],
-                )
+                record = outcome.record
+                assert record is not None  # an ok outcome carries the worker's done.json
+                result = record["result"]
+                candidate.update({
+                    "status": "trained",
+                    "training": training_summary(result),
+                    "training_result": {k: result[k] for k in ("curve", "components", "success_rate")},
+                    "feedback_file": self.store.relative(directory / "feedback.md") if (directory / "feedback.md").is_file() else None,
+                    "behaviour_text": record.get("behaviour_text", ""),
+                    "video_file": self.store.relative(directory / "rollout.mp4") if (directory / "rollout.mp4").is_file() else None,
+                    "keyframes": [self.store.relative(Path(k)) for k in (record.get("video") or {}).get("keyframes", [])],
+                    "warnings": list(record.get("warnings") or []),
+                })
                 candidate.pop("reason", None)
+                for warning in candidate["warnings"]:
+                    self.say(f"{candidate['id']}: warning: {warning}")
             else:
-                candidate.update(status="interrupted" if outcome.interrupted else "failed", reason=outcome.reason)
+                assert outcome.reason is not None  # a failed outcome says why
+                candidate["status"] = "interrupted" if outcome.interrupted else "failed"
+                candidate["reason"] = outcome.reason
             self.store.write_candidate(candidate)
             self.say(f"{candidate['id']}: {self.describe(candidate)}")
 
@@ -371,7 +446,7 @@ class Loop:
         outcomes = self.run_displayed([(f"final {kind} seed {job.train.seed}", job) for kind, job in jobs])
         summary = {"best_candidate": best["id"], "seeds": seeds, "interrupted": any(o.interrupted for o in outcomes)}
         for kind in ("best", "expert"):
-            results = [o.record["result"] for (k, _), o in zip(jobs, outcomes) if k == kind and o.ok]
+            results = [o.record["result"] for (k, _), o in zip(jobs, outcomes) if k == kind and o.ok and o.record is not None]
             failures = [o.reason for (k, _), o in zip(jobs, outcomes) if k == kind and not o.ok]
             if results or failures:
                 rates = [r["success_rate"] for r in results]
@@ -383,22 +458,63 @@ class Loop:
         return summary
 
 
+def training_summary(result: dict[str, Any]) -> TrainingSummary:
+    """A candidate's training figures, from its result.json."""
+    return {
+        "success_rate": result["success_rate"], "best_success_rate": result["best_success_rate"],
+        "mean_return": result["mean_return"], "mean_native_return": result["mean_native_return"],
+        "steps": result["steps"], "wall_seconds": result["wall_seconds"],
+        "steps_per_second": result["steps_per_second"], "curve": result["curve"],
+    }
+
+
+def no_result_reason(candidates: list[Candidate]) -> str:
+    """One line: why nothing trained, by what happened to each candidate."""
+    if not candidates:
+        return "no candidate was produced"
+    parts = []
+    for candidate in candidates:
+        reason = " ".join(str(candidate.get("reason", "")).split())
+        parts.append(f"{candidate['id']} {candidate['status']}" + (f" ({reason[:120]})" if reason else ""))
+    return "no candidate trained: " + "; ".join(parts)
+
+
 def start_run(config: RunConfig, runs_dir: Path, progress: Progress | None = None, backend: Backend | None = None,
               display: JobDisplay | None = None) -> RunStore:
-    config.validate()
-    if config.task_file:
-        load_task_file(config.task_file)
-    get_task(config.task_id)  # fail before creating the run directory
+    """Check everything that can be checked, then create the run folder and run it."""
+    from text2reward.preflight import check_run_config
+
+    config = check_run_config(config, backend_given=backend is not None)
     require_sandbox()
     store = RunStore.create(runs_dir, config)
-    Loop(store, backend, progress, display).run()
+    try:
+        loop = Loop(store, backend, progress, display)
+    except BaseException as exc:  # a run never stays `running` because its start failed
+        store.set_state(status="failed", error=str(exc)[:500])
+        index_run(store)
+        raise
+    loop.run()
     return store
 
 
 def resume_run(runs_dir: Path, run_id: str, progress: Progress | None = None, backend: Backend | None = None,
-               display: JobDisplay | None = None) -> RunStore:
+               display: JobDisplay | None = None, reply_files: list[str] | None = None) -> RunStore:
+    """Go on with a run; `reply_files` adds replies for a run that waits on a person (`--llm file`)."""
+    from text2reward.preflight import check_backend
+
     store = RunStore.open(runs_dir, run_id)
+    config = store.config()
+    if reply_files:
+        if config.backend != "file":
+            raise ConfigError(f"run {run_id} asks {config.backend}, not reply files: --reply-file is for runs made with --llm file")
+        config.reply_files = [*config.reply_files, *reply_files]
+    if config.task_file:
+        load_task_file(config.task_file)
+    if backend is None:
+        check_backend(config, get_task(config.task_id))
     require_sandbox()
+    if reply_files:
+        store.write_json("config.json", asdict(config))
     Loop(store, backend, progress, display).run()
     return store
 

@@ -246,7 +246,7 @@ def screening_trajectories(task: Task, n_success: int = 4, n_failure: int = 8, s
 # --------------------------------------------------------------------------- scoring
 
 
-def _summary(values: Sequence[float]) -> str:
+def _summary(values: np.ndarray) -> str:
     return f"mean {np.mean(values):.4g} (min {min(values):.4g}, max {max(values):.4g})"
 
 

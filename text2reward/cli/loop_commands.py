@@ -13,15 +13,15 @@ from text2reward.cli.shared import (
     HyperparamOption,
     RunsDirOption,
     TaskFileOption,
-    progress_bars,
-    load_extra_tasks,
-    parse_overrides,
-    print_run_outcome,
-    say,
     app,
     console,
     err_console,
     friendly,
+    load_extra_tasks,
+    parse_overrides,
+    print_run_outcome,
+    progress_bars,
+    say,
 )
 from text2reward.errors import ConfigError
 
@@ -29,16 +29,34 @@ from text2reward.errors import ConfigError
 @app.command()
 @friendly
 def prompt(
-    task: Annotated[str, typer.Option(help="task id")],
+    task: Annotated[Optional[str], typer.Option(help="task id")] = None,
     few_shot: Annotated[int, typer.Option("--few-shot", help="number of retrieved expert examples")] = 0,
+    run_id: Annotated[Optional[str], typer.Option("--run", help="print the prompt this run waits on (--llm file)")] = None,
+    runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
     task_file: TaskFileOption = None,
 ) -> None:
-    """Print the exact messages that would be sent to the model."""
+    """Print the exact messages that would be sent to the model (or, with --run, the prompt a run waits on)."""
     from sim_envs import get_task
     from text2reward.generation.prompting import build_initial_messages, format_messages_for_display
 
+    if run_id is not None:
+        typer.echo(pending_prompt(runs_dir, run_id), nl=False)
+        return
+    if task is None:
+        raise ConfigError("name a task (--task metaworld/reach-v3) or a waiting run (--run RUN_ID)")
     load_extra_tasks(task_file)
     typer.echo(format_messages_for_display(build_initial_messages(get_task(task), few_shot=few_shot)))
+
+
+def pending_prompt(runs_dir: Path, run_id: str) -> str:
+    from text2reward.runs.store import RunStore
+
+    store = RunStore.open(runs_dir, run_id)
+    state = store.state()
+    if state.get("status") != "waiting_for_replies" or not state.get("pending_prompt"):
+        raise ConfigError(f"run {run_id} is not waiting for replies (it is {state.get('status', 'unknown')}); "
+                          f"`t2r prompt --task {store.config().task_id}` prints a task's first prompt")
+    return (store.root / str(state["pending_prompt"])).read_text()
 
 
 @app.command()
@@ -75,8 +93,13 @@ def run(
     task: Annotated[str, typer.Option(help="task id")],
     llm: Annotated[str, typer.Option(help="openai, heuristic (rule-based, no model) or file")] = "heuristic",
     base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)")] = None,
-    model: Annotated[Optional[str], typer.Option(help="model name for --llm openai")] = None,
+    model: Annotated[Optional[str], typer.Option(help="model name for --llm openai (or OPENAI_MODEL)")] = None,
     reply_file: Annotated[Optional[list[Path]], typer.Option(help="reply files for --llm file (else stdin)")] = None,
+    temperature: Annotated[float, typer.Option(help="sampling temperature of the model")] = 1.0,
+    timeout: Annotated[Optional[float], typer.Option(help="seconds to wait for one reply (default: 60, or 600 with --base-url)")] = None,
+    max_retries: Annotated[Optional[int], typer.Option(help="retries of a failed model request (default 4)")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(help="model requests at once (default: 1 with a local --base-url, else 8)")] = None,
+    cache: Annotated[bool, typer.Option(help="reuse replies cached for the same prompt and seed (--no-cache asks again)")] = True,
     rounds: Annotated[int, typer.Option()] = 2,
     samples: Annotated[int, typer.Option(help="candidates per round (K)")] = 2,
     steps: Annotated[Optional[int], typer.Option(help="training steps per candidate")] = None,
@@ -85,6 +108,9 @@ def run(
     few_shot: Annotated[int, typer.Option("--few-shot")] = 0,
     vision: Annotated[bool, typer.Option(help="send rollout keyframes to a vision-capable model")] = False,
     screen: Annotated[bool, typer.Option(help="screen candidates on scripted trajectories before training")] = True,
+    screen_threshold: Annotated[float, typer.Option(help="share of (success, failure) rollout pairs a reward must rank right")] = 0.7,
+    fix_attempts: Annotated[int, typer.Option(help="times a rejected reply goes back to the model with the error")] = 1,
+    video: Annotated[bool, typer.Option(help="film each trained candidate's rollout")] = True,
     final_seeds: Annotated[int, typer.Option(help="seeds to re-train the best reward (and the expert) on")] = 2,
     compare_expert: Annotated[bool, typer.Option(help="train the expert reward on the same budget")] = True,
     success_threshold: Annotated[float, typer.Option(help="stop early at this success rate")] = 0.9,
@@ -102,9 +128,10 @@ def run(
     config = RunConfig(
         task_id=task, backend=llm, model=model, base_url=base_url, reply_files=[str(p) for p in reply_file or []],
         rounds=rounds, samples=samples, steps=steps, workers=workers, seed=seed, few_shot=few_shot, vision=vision,
-        screen=screen, final_seeds=final_seeds, compare_expert=compare_expert, success_threshold=success_threshold,
+        screen=screen, screen_threshold=screen_threshold, fix_attempts=fix_attempts, video=video, final_seeds=final_seeds, compare_expert=compare_expert, success_threshold=success_threshold,
         device=device, task_file=str(task_file.resolve()) if task_file else None,
-        eval_freq=eval_freq, eval_episodes=eval_episodes, overrides=parse_overrides(hp),
+        eval_freq=eval_freq, eval_episodes=eval_episodes, overrides=parse_overrides(hp), temperature=temperature,
+        timeout=timeout, max_retries=max_retries, concurrency=concurrency, cache=cache,
     )
     store = start_run(config, runs_dir, progress=say, display=progress_bars())
     print_run_outcome(store)
@@ -116,8 +143,9 @@ def resume(
     run_id: Annotated[str, typer.Argument(help="the run to continue")],
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
     rounds: Annotated[Optional[int], typer.Option(help="raise the number of rounds")] = None,
+    reply_file: Annotated[Optional[list[Path]], typer.Option(help="more reply files for a run made with --llm file")] = None,
 ) -> None:
-    """Continue an interrupted run (or add rounds): finished candidates are never redone."""
+    """Continue an interrupted run (or add rounds, or replies): finished candidates are never redone."""
     from text2reward.loop import resume_run
     from text2reward.runs.store import RunStore
 
@@ -129,7 +157,11 @@ def resume(
 
             config.rounds = rounds
             store.write_json("config.json", asdict(config))
-    store = resume_run(runs_dir, run_id, progress=say, display=progress_bars())
+    for path in reply_file or []:
+        if not path.is_file():
+            raise ConfigError(f"reply file {path} not found: save the model's reply to a file and pass its path")
+    store = resume_run(runs_dir, run_id, progress=say, display=progress_bars(),
+                       reply_files=[str(p.resolve()) for p in reply_file or []])
     print_run_outcome(store)
 
 

@@ -11,11 +11,11 @@ from rich.table import Table
 
 from text2reward.cli.shared import (
     TaskFileOption,
-    load_extra_tasks,
-    parse_overrides,
     app,
     console,
     friendly,
+    load_extra_tasks,
+    parse_overrides,
 )
 from text2reward.errors import ConfigError
 
@@ -73,14 +73,16 @@ def train(
     A --reward FILE.py runs in the sandbox's jail, like model-written code, unless --trusted-reward."""
     from policies.train import RESULT_FILE, TrainConfig
     from policies.train import train as run_training
+    from text2reward.preflight import check_train_config
 
     load_extra_tasks(task_file)
-    reward_fn = _reward_for_training(reward, trusted_reward)
     config = TrainConfig(
         task_id=task, out_dir=out, reward=reward, steps=steps, seed=seed, device=device, algo=algo,
         eval_freq=eval_freq, eval_episodes=eval_episodes, stop_at_success=stop_at_success, progress=True,
         overrides=parse_overrides(hp),
     )
+    check_train_config(config)  # the task, numbers, device and --hp keys, before a sandbox or an env starts
+    reward_fn = _reward_for_training(reward, trusted_reward)
     try:
         result = run_training(config, reward_fn=reward_fn)
     finally:

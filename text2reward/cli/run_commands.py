@@ -17,7 +17,6 @@ from text2reward.cli.shared import (
     friendly,
 )
 
-
 runs_app = typer.Typer(help="List runs, or show one.", invoke_without_command=True)
 app.add_typer(runs_app, name="runs")
 
@@ -101,7 +100,9 @@ def dashboard(
 ) -> None:
     """Serve the run dashboard: watch rollouts, compare rewards, critique or pick, refine (Ctrl-C stops it)."""
     from text2reward.dashboard import serve
+    from text2reward.preflight import check_port
 
+    check_port(port)
     serve(runs_dir, host=host, port=port)
 
 

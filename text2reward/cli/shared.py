@@ -12,6 +12,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from text2reward.errors import ConfigError, Text2RewardError
 
@@ -30,7 +31,7 @@ def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return command(*args, **kwargs)
         except Text2RewardError as exc:
-            err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+            err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
 
     return wrapper
@@ -63,7 +64,8 @@ def parse_overrides(items: list[str] | None) -> dict[str, Any]:
 
 
 def say(message: str) -> None:
-    console.print(message, highlight=False, markup=False)
+    """A progress line, never wrapped mid-word (logs and scripts read it whole)."""
+    console.print(message, highlight=False, markup=False, soft_wrap=True)
 
 
 def progress_bars() -> Any:
@@ -73,7 +75,22 @@ def progress_bars() -> Any:
 
 
 def print_run_outcome(store: Any) -> None:
+    """The run's outcome; exit code 1 when nothing trained, so scripts never mistake it for success."""
     state = store.state()
-    console.print(f"run {store.run_id}: {state.get('status')} - best success {state.get('best_success')}")
-    console.print(f"outputs in {store.root} (report: {store.root / state.get('report', 'report.md')})")
+    status = state.get("status")
+    if status == "waiting_for_replies":
+        prompt = store.root / str(state.get("pending_prompt"))
+        console.print(f"run {store.run_id}: waiting for {state.get('replies_needed', 1)} reply(ies) to the prompt in {prompt}",
+                      highlight=False, soft_wrap=True)
+        console.print(f"paste it into a chat window (or `t2r prompt --run {store.run_id} --runs-dir {store.runs_dir}`), save "
+                      f"each reply to a file, then `t2r resume {store.run_id} --runs-dir {store.runs_dir} --reply-file REPLY.md`",
+                      highlight=False, soft_wrap=True)
+        return
+    if status == "no_result":
+        err_console.print(f"[red]error:[/red] run {store.run_id} ended with no result: {escape(str(state.get('reason')))}",
+                          highlight=False, soft_wrap=True)
+        console.print(f"outputs in {store.root}", highlight=False)
+        raise typer.Exit(1)
+    console.print(f"run {store.run_id}: {status} - best success {state.get('best_success')}", highlight=False, soft_wrap=True)
+    console.print(f"outputs in {store.root} (report: {store.root / state.get('report', 'report.md')})", highlight=False, soft_wrap=True)
 

@@ -25,13 +25,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from text2reward.errors import ConfigError
 from text2reward.dashboard import code as codeview
 from text2reward.dashboard.files import inside, run_root
 from text2reward.dashboard.guard import LOOPBACK_HOSTS, Guard
 from text2reward.dashboard.launch import RECORD_FILE, Launcher
 from text2reward.dashboard.render import STATIC, make_templates
 from text2reward.dashboard.runview import backend_label, display_status, load_run, run_signature
+from text2reward.errors import ConfigError
 from text2reward.runs.human_feedback import submit_feedback
 from text2reward.runs.store import RunStore, list_runs
 
@@ -261,7 +261,8 @@ def create_app(runs_dir: Path, allowed_hosts: list[str] | None = None) -> Starle
         Route("/runs/{run_id}/feedback", dashboard.feedback, methods=["POST"]),
     ]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or LOOPBACK_HOSTS), Middleware(SecurityHeaders)]
-    app = Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: not_found})
+    # Starlette types every handler as taking Exception, though it calls this one with HTTPExceptions only
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: not_found})  # type: ignore[dict-item]
     app.state.dashboard = dashboard
     return app
 

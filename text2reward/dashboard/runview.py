@@ -11,7 +11,7 @@ import hashlib
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from text2reward.dashboard import code as codeview
 from text2reward.dashboard.files import inside, read_text
 from text2reward.dashboard.plots import Series, line_chart
 from text2reward.runs.ranking import best_candidate
+from text2reward.runs.records import Candidate
 from text2reward.runs.store import RunConfig, RunStore
 
 HEURISTIC_LABEL = "heuristic (rule-based, no language model)"
@@ -44,7 +45,7 @@ def model_label(config: RunConfig) -> str:
     return config.model or ("pasted replies" if config.backend == "file" else "-")
 
 
-def display_status(state: dict[str, Any], launching: bool) -> str:
+def display_status(state: Mapping[str, Any], launching: bool) -> str:
     """The run's status as a person should read it: a launched resume counts as live at once."""
     status = state.get("status", "unknown")
     if launching and status != "running":
@@ -172,7 +173,7 @@ class FinalView:
 class RunView:
     run_id: str
     config: RunConfig
-    state: dict[str, Any]
+    state: Mapping[str, Any]
     status: str
     backend: str
     model: str
@@ -233,7 +234,7 @@ def _checks(validation: dict[str, Any] | None) -> tuple[list[Check], list[str]]:
     return checks, [str(e) for e in validation.get("errors") or []]
 
 
-def _success_chart(record: dict[str, Any]) -> Markup | None:
+def _success_chart(record: Mapping[str, Any]) -> Markup | None:
     curve = (record.get("training") or {}).get("curve") or []
     if not curve:
         return None
@@ -241,7 +242,7 @@ def _success_chart(record: dict[str, Any]) -> Markup | None:
     return line_chart(series, title="success rate (evaluation)", y_label="success", y_range=(-0.02, 1.02), width=420, height=170)
 
 
-def _components_chart(record: dict[str, Any]) -> Markup | None:
+def _components_chart(record: Mapping[str, Any]) -> Markup | None:
     history = (record.get("training_result") or {}).get("components") or []
     names = sorted({name for entry in history for name in entry.get("components", {})})
     if not names:
@@ -256,15 +257,20 @@ def _components_chart(record: dict[str, Any]) -> Markup | None:
     return line_chart(series, title="reward components (mean; band: min to max)", y_label="value", width=420, height=170)
 
 
-def _code_of(record: dict[str, Any]) -> str | None:
+def _code_of(record: Mapping[str, Any]) -> str | None:
     if record.get("code_file"):
         return record["code_file"]
     attempts = [a for a in record.get("attempts") or [] if a.get("code_file")]
     return attempts[-1]["code_file"] if attempts else None
 
 
-def _candidate(root: Path, record: dict[str, Any], url_for: UrlFor) -> CandidateView:
+def _tokens(record: Mapping[str, Any]) -> int:
+    """Prompt plus completion tokens of a candidate (0 where its record has none)."""
     tokens = record.get("tokens") or {}
+    return int(tokens.get("prompt", 0)) + int(tokens.get("completion", 0))
+
+
+def _candidate(root: Path, record: Mapping[str, Any], url_for: UrlFor) -> CandidateView:
     validation = record.get("validation") or next(
         (a["validation"] for a in reversed(record.get("attempts") or []) if a.get("validation")), None)
     checks, errors = _checks(validation)
@@ -279,7 +285,7 @@ def _candidate(root: Path, record: dict[str, Any], url_for: UrlFor) -> Candidate
     return CandidateView(
         id=record["id"], round=record["round"], sample=record["sample"], status=record.get("status", "generating"),
         model=record.get("model") or "-", rule_based=bool(record.get("rule_based")),
-        tokens=int(tokens.get("prompt", 0)) + int(tokens.get("completion", 0)), reason=str(record.get("reason") or ""),
+        tokens=_tokens(record), reason=str(record.get("reason") or ""),
         code=code, code_html=codeview.highlight_python(code) if code else None,
         replies=replies, checks=checks, validation_errors=errors, screening=record.get("screening"),
         training=record.get("training") or {}, success_chart=_success_chart(record),
@@ -311,7 +317,7 @@ def _messages(prompt: dict[str, Any] | None) -> list[Message]:
 
 
 def _events(store: RunStore, rounds_present: set[int]) -> list[EventView]:
-    views = []
+    views: list[EventView] = []
     for event in store.events():
         if event.get("type") == "preference":
             target = f"best {event.get('best')} over worst {event.get('worst')}"
@@ -326,7 +332,7 @@ def _events(store: RunStore, rounds_present: set[int]) -> list[EventView]:
     return views
 
 
-def _final_best_id(summary: dict[str, Any]) -> str:
+def _final_best_id(summary: Mapping[str, Any]) -> str:
     """The candidate the final comparison re-trained."""
     return str(summary.get("best_candidate") or "?")
 
@@ -355,7 +361,7 @@ def _final(store: RunStore) -> FinalView | None:
     return FinalView(seeds=seeds, rows=rows, chart=chart, best=best_id)
 
 
-def _overview(records: list[dict[str, Any]]) -> Markup | None:
+def _overview(records: Sequence[Mapping[str, Any]]) -> Markup | None:
     series = [Series(r["id"], [(p["steps"], p["success_rate"]) for p in r["training"]["curve"]])
               for r in records if r.get("status") == "trained" and (r.get("training") or {}).get("curve")]
     if not series:
@@ -375,7 +381,7 @@ def load_run(store: RunStore, url_for: UrlFor, launch: dict[str, Any] | None = N
     events = _events(store, set(round_indices))
     waiting = sorted({e.for_round for e in events if e.for_round is not None and e.for_round not in round_indices})
     rounds: list[RoundView] = []
-    previous_best: dict[str, Any] | None = None
+    previous_best: Candidate | None = None
     for index in round_indices + waiting:
         in_round = [r for r in records if r["round"] == index]
         views = [_candidate(root, r, url_for) for r in in_round]
@@ -395,13 +401,13 @@ def load_run(store: RunStore, url_for: UrlFor, launch: dict[str, Any] | None = N
         summary = store.round_summary(index)
         round_state = "done" if summary else ("waiting" if index in waiting else "in progress")
         rounds.append(RoundView(index, views, _messages(prompt), context,
-                                produced_by[-1] if produced_by else None, best and best["id"], round_state))
+                                produced_by[-1] if produced_by else None, best["id"] if best else None, round_state))
         previous_best = best or previous_best
-    tokens = sum(int((r.get("tokens") or {}).get("prompt", 0)) + int((r.get("tokens") or {}).get("completion", 0)) for r in records)
+    tokens = sum(_tokens(r) for r in records)
     return RunView(
         run_id=store.run_id, config=config, state=state, status=display_status(state, launching),
         backend=backend_label(config.backend, config.model), model=model_label(config), rounds=rounds, events=events,
         final=_final(store), overview_chart=_overview(records), tokens=tokens,
-        best_id=overall and overall["id"], best_success=overall and overall["training"]["success_rate"],
+        best_id=overall["id"] if overall else None, best_success=overall["training"]["success_rate"] if overall else None,
         launch=launch, signature=run_signature(root, launching),
     )

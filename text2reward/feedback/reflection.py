@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-
 SAMPLES = 10
 """Points per component trajectory in the reflection (enough to see a trend, short enough to read)."""
 DOMINANCE = 0.8

@@ -260,7 +260,8 @@ def _count(facts: list[dict[str, Any]], key: str) -> int:
     return sum(_aggregate(facts, key)[1])
 
 
-def _cm(value: float) -> str:
+def _cm(value: float | None) -> str:
+    assert value is not None  # the mean of a fact the first episode records
     return f"{value * 100:.1f} cm"
 
 

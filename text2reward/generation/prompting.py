@@ -21,6 +21,7 @@ from prompts import EXAMPLES_DIR, PROMPTS_DIR
 from sim_envs.errors import ConfigError
 from sim_envs.task import Task, render_view_doc
 from text2reward.generation.retrieval import Example, retrieve_examples
+from text2reward.sandbox.static import ALLOWED_MODULES, PREIMPORTED
 
 __all__ = [
     "Example",
@@ -74,8 +75,13 @@ def render_template(name: str, **context: Any) -> str:
 
 
 def _messages(task: Task, template: str, **context: Any) -> list[Message]:
-    """[system, user]: every prompt is self-contained, so it does not depend on earlier turns."""
-    user = render_template(template, task=task, view_doc=render_view_doc(task), **context)
+    """[system, user]: every prompt is self-contained, so it does not depend on earlier turns.
+
+    The contract's list of imports is rendered from the sandbox's own allow-list and pre-imported
+    names, so the prompt promises exactly what validation and training accept."""
+    user = render_template(
+        template, task=task, view_doc=render_view_doc(task), allowed_modules=ALLOWED_MODULES, preimported=PREIMPORTED, **context
+    )
     return [
         {"role": "system", "content": render_template("system.j2")},
         {"role": "user", "content": user},

@@ -92,10 +92,10 @@ def _registered_description(task_id: str) -> str:
 
 
 def _strip_module_docstring(source: str, tree: ast.Module) -> str:
-    body = tree.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+    first = tree.body[0] if tree.body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
         lines = source.splitlines()
-        source = "\n".join(lines[body[0].end_lineno :])
+        source = "\n".join(lines[first.end_lineno :])
     return source.strip("\n") + "\n"
 
 
@@ -118,21 +118,21 @@ def _stem(word: str) -> str:
     return word
 
 
-def _task_terms(task_id: str, description: str, notes: str, family: str) -> Counter[str]:
+def _task_terms(task_id: str, description: str, notes: str, family: str) -> dict[str, float]:
     """Weighted term counts of a task: its description, its id (robot and behaviour), its notes.
 
     The family word is dropped from the id: it would repeat the family bonus as a text match.
     """
     name_words = [w for w in tokens(task_id.replace("-", " ").replace("_", " ")) if w not in tokens(family)]
-    terms: Counter[str] = Counter()
+    terms: dict[str, float] = {}
     for word in tokens(description) + name_words:
-        terms[word] += 1.0
+        terms[word] = terms.get(word, 0) + 1.0
     for word in tokens(notes):
-        terms[word] += NOTES_WEIGHT
+        terms[word] = terms.get(word, 0) + NOTES_WEIGHT
     return terms
 
 
-def _tfidf(terms: Counter[str], idf: dict[str, float]) -> dict[str, float]:
+def _tfidf(terms: dict[str, float], idf: dict[str, float]) -> dict[str, float]:
     """Sublinear term frequency (a word said twice is not twice as relevant) times IDF."""
     return {t: (1.0 + math.log(c) if c >= 1.0 else c) * idf.get(t, 0.0) for t, c in terms.items()}
 

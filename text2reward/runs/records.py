@@ -56,10 +56,11 @@ class Candidate(TypedDict, total=False):
     reason: str  # why a candidate is not trained
     training: TrainingSummary
     training_result: dict[str, Any]  # the whole result.json
-    feedback_file: str
+    feedback_file: str | None
     behaviour_text: str
     video_file: str | None
     keyframes: list[str]
+    warnings: list[str]  # after training: a failed analysis or video (the candidate still trained)
 
 
 class RoundSummary(TypedDict, total=False):
@@ -88,7 +89,7 @@ class RunState(TypedDict, total=False):
     """state.json: where the run is."""
 
     schema: int
-    status: str  # running | finished | failed | interrupted | waiting_for_feedback
+    status: str  # running | finished | no_result | incomplete | failed | interrupted | waiting_for_replies
     round: int
     created: float
     updated: float
@@ -97,7 +98,10 @@ class RunState(TypedDict, total=False):
     best_success: float | None
     wall_seconds: float
     report: str
-    error: str
+    error: str  # why a run failed (an exception)
+    reason: str | None  # why a run ended with no result (one line, by candidate)
+    pending_prompt: str | None  # waiting_for_replies: the prompt file to answer
+    replies_needed: int
 
 
 def upgrade(record: dict[str, Any], what: str) -> dict[str, Any]:

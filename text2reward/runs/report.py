@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from text2reward.runs.records import Candidate, FinalSummary
 from text2reward.runs.store import RunStore
 
 HEURISTIC_LABEL = "heuristic (rule-based composer, no language model)"
@@ -31,7 +32,7 @@ def _save(plt: Any, fig: Any, path: Path) -> Path:
     return path
 
 
-def _plot_curves(store: RunStore, candidates: list[dict[str, Any]], final: dict[str, Any]) -> Path | None:
+def _plot_curves(store: RunStore, candidates: list[Candidate], final: FinalSummary) -> Path | None:
     plt = _pyplot()
     trained = [c for c in candidates if c["status"] == "trained"]
     if not trained:
@@ -47,7 +48,8 @@ def _plot_curves(store: RunStore, candidates: list[dict[str, Any]], final: dict[
     if panels == 2:
         ax = axes[0][1]
         for kind, style in (("best", "-"), ("expert", "--")):
-            for i, curve in enumerate((final.get(kind) if isinstance(final.get(kind), dict) else {}).get("curves", [])):
+            entry = final.get(kind)
+            for i, curve in enumerate(entry.get("curves", []) if isinstance(entry, dict) else []):
                 ax.plot([p["steps"] for p in curve], [p["success_rate"] for p in curve], style,
                         color="tab:blue" if kind == "best" else "tab:gray", label=kind if i == 0 else None)
         ax.set(title="final: best reward vs expert, over seeds", xlabel="env steps", ylim=(-0.05, 1.05))
@@ -55,7 +57,7 @@ def _plot_curves(store: RunStore, candidates: list[dict[str, Any]], final: dict[
     return _save(plt, fig, store.root / "curves.png")
 
 
-def _plot_components(store: RunStore, best: dict[str, Any]) -> Path | None:
+def _plot_components(store: RunStore, best: Candidate) -> Path | None:
     plt = _pyplot()
     history = (best.get("training_result") or {}).get("components") or []
     names = sorted({name for entry in history for name in entry["components"]})
@@ -113,8 +115,9 @@ def write_report(store: RunStore) -> Path:
             lines += ["", f"![reward components]({components.name})"]
         if best.get("video_file"):
             lines += ["", f"Rollout video: [{best['video_file']}]({best['video_file']})"]
-        if best.get("feedback_file"):
-            lines += ["", "### What the trained policy did", "", (store.root / best["feedback_file"]).read_text().strip()]
+        feedback_file = best.get("feedback_file")
+        if feedback_file:
+            lines += ["", "### What the trained policy did", "", (store.root / feedback_file).read_text().strip()]
     if final.get("best_candidate"):
         lines += ["", "## Final comparison (re-trained from scratch on new seeds)", "", "| reward | success per seed | mean | std |", "| --- | --- | --- | --- |"]
         for kind in ("best", "expert"):

@@ -16,10 +16,10 @@ import uuid
 from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from policies.io import write_json_atomic, write_text_atomic
 from policies.config import TrainConfig
+from policies.io import write_json_atomic, write_text_atomic
 from sim_envs.errors import ConfigError
 from text2reward.runs.records import Candidate, FinalSummary, RoundSummary, RunState, stamped, upgrade
 
@@ -55,6 +55,13 @@ class RunConfig:
     video: bool = True
     task_file: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
+    timeout: float | None = None
+    """Seconds to wait for one model reply (None: the backend's default, minutes for a local server)."""
+    max_retries: int | None = None
+    concurrency: int | None = None
+    """Model requests in flight at once (None: 1 for a local server, several for a hosted API)."""
+    cache: bool = True
+    """Serve replies already on disk for the same request and seed (`--no-cache` asks the model again)."""
 
     def train_config(self, task_id: str, out_dir: Path, reward: str, seed: int) -> TrainConfig:
         """The training settings of one of this run's jobs: the one place run settings become training settings."""
@@ -64,13 +71,23 @@ class RunConfig:
         )
 
     def validate(self) -> None:
-        for name in ("rounds", "samples", "workers"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"--{name} must be at least 1, got {getattr(self, name)}")
-        if self.steps is not None and self.steps < 1:
-            raise ConfigError(f"--steps must be positive, got {self.steps}")
+        """Numbers and names a person types; each mistake is one line naming the flag."""
+        for name, least in (("rounds", 1), ("samples", 1), ("workers", 1), ("steps", 1), ("eval_freq", 1),
+                            ("eval_episodes", 1), ("concurrency", 1), ("final_seeds", 0), ("few_shot", 0),
+                            ("max_retries", 0), ("fix_attempts", 0)):
+            value = getattr(self, name)
+            if value is not None and value < least:
+                raise ConfigError(f"--{name.replace('_', '-')} must be at least {least}, got {value}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ConfigError(f"--timeout must be a positive number of seconds, got {self.timeout}")
+        if not 0.0 <= self.screen_threshold <= 1.0:
+            raise ConfigError(f"--screen-threshold must be between 0 and 1, got {self.screen_threshold}")
+        if not 0.0 <= self.temperature <= 2.0:
+            raise ConfigError(f"--temperature must be between 0 and 2, got {self.temperature}")
+        if self.backend not in ("openai", "heuristic", "file"):
+            raise ConfigError(f"unknown --llm {self.backend!r}: choose openai, heuristic (rule-based, no model) or file")
         if self.backend == "openai" and not self.model:
-            raise ConfigError("the openai backend needs --model (e.g. --model gpt-4o or your server's model name)")
+            raise ConfigError("the openai backend needs --model (or OPENAI_MODEL): e.g. --model gpt-4o or your server's model name")
 
 
 def new_run_id(task_id: str) -> str:
@@ -114,24 +131,24 @@ class RunStore:
     # --- run state ------------------------------------------------------------------------
     def state(self) -> RunState:
         raw = self.read_json("state.json")
-        return upgrade(raw, f"run {self.run_id}") if raw else {}  # type: ignore[return-value]
+        return cast(RunState, upgrade(raw, f"run {self.run_id}")) if raw else {}
 
     def set_state(self, **changes: Any) -> RunState:
         state = stamped({**self.state(), **changes, "updated": time.time()})
         write_json_atomic(self.root / "state.json", state)
-        return state  # type: ignore[return-value]
+        return cast(RunState, state)
 
     # --- round and final summaries ---------------------------------------------------------
     def round_summary(self, round_index: int) -> RoundSummary | None:
         raw = self.read_json(f"rounds/r{round_index}/summary.json")
-        return upgrade(raw, f"round {round_index} of run {self.run_id}") if raw is not None else None  # type: ignore[return-value]
+        return cast(RoundSummary, upgrade(raw, f"round {round_index} of run {self.run_id}")) if raw is not None else None
 
     def write_round_summary(self, summary: RoundSummary) -> None:
         self.write_json(f"rounds/r{summary['round']}/summary.json", stamped(dict(summary)))
 
     def final_summary(self) -> FinalSummary | None:
         raw = self.read_json("final/summary.json")
-        return upgrade(raw, f"the final summary of run {self.run_id}") if raw is not None else None  # type: ignore[return-value]
+        return cast(FinalSummary, upgrade(raw, f"the final summary of run {self.run_id}")) if raw is not None else None
 
     def write_final_summary(self, summary: FinalSummary) -> None:
         self.write_json("final/summary.json", stamped(dict(summary)))
@@ -161,10 +178,10 @@ class RunStore:
     def candidates(self, round_index: int | None = None) -> list[Candidate]:
         """Every candidate.json, in (round, sample) order."""
         pattern = f"rounds/r{round_index}/s*/candidate.json" if round_index is not None else "rounds/r*/s*/candidate.json"
-        found = [upgrade(json.loads(p.read_text()), self.relative(p)) for p in self.root.glob(pattern)]
-        return sorted(found, key=lambda c: (c["round"], c["sample"]))  # type: ignore[return-value]
+        found = [cast(Candidate, upgrade(json.loads(p.read_text()), self.relative(p))) for p in self.root.glob(pattern)]
+        return sorted(found, key=lambda c: (c["round"], c["sample"]))
 
-    def candidate(self, candidate_id: str) -> Candidate | None:
+    def candidate(self, candidate_id: str | None) -> Candidate | None:
         """The candidate.json of an id like `r0-s1`; None when the id is malformed or unknown."""
         match = re.fullmatch(r"r(\d+)-s(\d+)", candidate_id or "")
         if match is None:
@@ -173,10 +190,10 @@ class RunStore:
 
     def read_candidate(self, round_index: int, sample: int) -> Candidate | None:
         raw = self.read_json(self.candidate_dir(round_index, sample) / "candidate.json")
-        return upgrade(raw, f"candidate r{round_index}-s{sample}") if raw is not None else None  # type: ignore[return-value]
+        return cast(Candidate, upgrade(raw, f"candidate r{round_index}-s{sample}")) if raw is not None else None
 
     def write_candidate(self, candidate: Candidate) -> Candidate:
-        record: Candidate = stamped(dict(candidate))  # type: ignore[assignment]
+        record = cast(Candidate, stamped(dict(candidate)))
         self.write_json(self.candidate_dir(candidate["round"], candidate["sample"]) / "candidate.json", record)
         return record
 

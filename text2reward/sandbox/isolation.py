@@ -176,7 +176,7 @@ HOW_TO_FIX = (
 )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _checked(mechanism: str, pid: int) -> Isolation | str:
     """The mechanism's self-test result in this process: an Isolation, or why it failed."""
     from text2reward.sandbox.selftest import self_test

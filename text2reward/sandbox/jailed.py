@@ -12,7 +12,8 @@ Three modes share one lock-down sequence:
 
 The lock-down, in order, in the process that will run the untrusted code:
 1. resource limits: address space, CPU seconds, no file writes (RLIMIT_FSIZE 0), no core dumps;
-2. trusted imports are already done: numpy, math, the view classes, allowed modules the code names;
+2. trusted imports are already done: numpy, math, the view classes, and the allowed modules the
+   code names (static.ALLOWED_MODULES: scipy's are imported only when named);
 3. the OS jail (jail.py: uid drop, namespaces, Landlock, seccomp): the security boundary;
 4. RLIMIT_NPROC 0, few open files, fds 0, 1 and 2 on /dev/null (nothing the code prints reaches
    the parent; replies go out on a private pipe);
@@ -34,8 +35,7 @@ import signal
 import sys
 import time
 
-from text2reward.sandbox.channel import ChannelClosed, ChannelTimeout, FrameReader, MAX_REPLY_BYTES, frame, read_frame, write_all
-
+from text2reward.sandbox.channel import MAX_REPLY_BYTES, ChannelClosed, ChannelTimeout, FrameReader, frame, read_frame, write_all
 from text2reward.sandbox.untrusted import MAX_COMPONENTS, MAX_NAME_CHARS
 
 FILENAME = "<reward>"
@@ -83,8 +83,8 @@ def _serve(config: dict) -> int:
                 continue
         else:
             request = views.feed(payload)  # the parent's own format: a failure here is a bug, so the worker stops
-            if request is None:
-                continue
+        if request is None:  # a schema frame: no reply
+            continue
         try:
             reply = replies.encode(*program(*request))
         except BaseException as exc:  # untrusted code: every failure is feedback
@@ -229,11 +229,11 @@ def _import_trusted(code: str, view_modules: list[str]) -> dict:
     import numpy
 
     import policies.reward_program  # noqa: F401 - normalise_output, imported before lock-down
-    from text2reward.sandbox.static import ALLOWED_MODULES
+    from text2reward.sandbox.static import ALLOWED_MODULES, EAGER_MODULES
 
     for name in view_modules:
         importlib.import_module(name)
-    wanted = {"numpy", "numpy.linalg", "numpy.random", "numpy.fft", "numpy.polynomial", "math"}
+    wanted = set(EAGER_MODULES)  # the rest of the allow-list (scipy) only when the code names it
     try:
         for node in ast.walk(ast.parse(code)):
             if isinstance(node, ast.Import):
@@ -299,9 +299,11 @@ SAFE_BUILTINS = (
 
 
 def _namespace(modules: dict) -> dict:
-    """The reward module's globals: safe builtins and an `__import__` for loaded allowed modules only."""
+    """The reward module's globals, built by the same function as in-process rewards' (the pre-imported
+    `np` and `math`), with safe builtins and an `__import__` for loaded allowed modules only."""
     import builtins
 
+    from policies.reward_program import program_namespace
     from text2reward.sandbox.static import ALLOWED_TEXT
 
     roots = {name.partition(".")[0] for name in modules} - {"math"}
@@ -319,7 +321,7 @@ def _namespace(modules: dict) -> dict:
 
     safe = {name: getattr(builtins, name) for name in SAFE_BUILTINS}
     safe["__import__"] = guarded_import
-    return {"__builtins__": safe, "__name__": "reward"}
+    return program_namespace("reward", builtins=safe)
 
 
 def _lock_down(config: dict) -> dict:
@@ -351,6 +353,8 @@ HARMLESS_EVENTS = frozenset(
 
 def _install_audit_hook(reward_module, pickle_roots: frozenset) -> None:
     """Deny every audited event but the harmless ones, unpickling the views, and the reward module's exec."""
+    from text2reward.sandbox.static import ALLOWED_TEXT
+
     pending = [reward_module]
 
     def audit(event: str, args: tuple) -> None:
@@ -362,8 +366,8 @@ def _install_audit_hook(reward_module, pickle_roots: frozenset) -> None:
             pending.clear()
             return
         raise PermissionError(
-            f"the sandbox blocked '{event}': reward code may only compute with numpy and math on `self` and `action` "
-            "(no files, processes, network, imports beyond numpy/math/scipy.spatial.transform, or introspection)"
+            f"the sandbox blocked '{event}': reward code may only compute on `self` and `action` "
+            f"(no files, processes, network, imports beyond {ALLOWED_TEXT}, or introspection)"
         )
 
     sys.addaudithook(audit)

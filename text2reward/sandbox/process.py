@@ -13,6 +13,7 @@ import json
 import os
 import pickle
 import signal
+import struct
 import subprocess
 import threading
 import time
@@ -49,8 +50,11 @@ class WorkerProcess:
             close_fds=True,
             start_new_session=True,
         )
-        self._in = self._proc.stdin.fileno()
-        self._out = self._proc.stdout.fileno()
+        stdin, stdout = self._proc.stdin, self._proc.stdout
+        assert stdin is not None and stdout is not None  # both were asked for as pipes
+        self._stdin, self._stdout = stdin, stdout
+        self._in = stdin.fileno()
+        self._out = stdout.fileno()
         os.set_blocking(self._in, False)
         self._reader = FrameReader(self._out)
         self._stderr = _Tail(self._proc.stderr)
@@ -157,14 +161,14 @@ class WorkerProcess:
         """Close the pipe (the worker exits on EOF) and kill it if it lingers."""
         if self._proc.returncode is None:
             try:
-                self._proc.stdin.close()
+                self._stdin.close()
             except OSError:
                 pass
             try:
                 self._proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 self.kill()
-        self._proc.stdout.close()
+        self._stdout.close()
 
     def kill(self) -> None:
         if self._proc.returncode is None:  # not reaped yet, so the process group id is still ours
@@ -231,8 +235,8 @@ class ReplyDecoder:
     has already checked, and must be exactly one double per name plus the total."""
 
     def __init__(self) -> None:
-        self._names: tuple[str, ...] | None = None
-        self._struct = None
+        self._names: tuple[str, ...] = ()  # set with _struct by the first JSON reply
+        self._struct: struct.Struct | None = None
 
     def decode(self, data: bytes) -> tuple[float, dict[str, float]] | dict[str, Any]:
         """(total, components), or the worker's error reply (a dict with "error")."""

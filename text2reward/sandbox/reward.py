@@ -20,7 +20,7 @@ import math
 import statistics
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -51,15 +51,17 @@ class SandboxedReward:
         if self._failure is not None:
             raise RewardProgramError(self._failure)
         worker = self._worker or self._start(view)
-        data = self._encoder.encode(view, np.asarray(action))
+        encoder, replies = self._encoder, self._replies
+        assert encoder is not None and replies is not None  # set with the worker
+        data = encoder.encode(view, np.asarray(action))
         started = time.perf_counter()
         try:
-            reply = self._replies.decode(worker.exchange(data, self.limits.call_seconds, self.limits.call_cpu_seconds))
+            reply = replies.decode(worker.exchange(data, self.limits.call_seconds, self.limits.call_cpu_seconds))
         except SandboxFailure as exc:
             self._fail(f"reward program '{self.name}' failed at call {self._calls + 1}: {exc}")
         self._window.append(time.perf_counter() - started)
         self._calls += 1
-        if type(reply) is dict:
+        if isinstance(reply, dict):
             self._fail(f"reward program '{self.name}' failed at call {self._calls}:\n{clean_text(reply['error'])}")
         total, components = reply
         if not (math.isfinite(total) and all(map(math.isfinite, components.values()))):
@@ -80,7 +82,7 @@ class SandboxedReward:
                 f"{self.limits.slow_call_seconds * 1000:.0f} ms); the code must not wait or sleep"
             )
 
-    def _fail(self, message: str) -> None:
+    def _fail(self, message: str) -> NoReturn:
         """Stop the worker and refuse every later call with the same reason."""
         self._failure = message
         self.close()
@@ -138,9 +140,14 @@ class SandboxedReward:
 
 def reward_from_file(spec: str, trusted: bool = False) -> Any:
     """A reward file for training: jailed like model-written code (refusing where no jail works), or
-    in the training process only when the caller vouches for it (`--trusted-reward`)."""
+    in the training process only when the caller vouches for it (`--trusted-reward`).
+
+    A jailed file gets the verdict `t2r validate` gives it: the same static pass (`check_program`),
+    then the same worker and namespace (pre-imported `np` and `math`) at the first call. A trusted
+    file skips the static pass (the user vouches for its imports) but runs in the same namespace."""
     from policies.reward_program import ProgramReward
     from text2reward.sandbox.isolation import active_isolation
+    from text2reward.sandbox.static import check_program
 
     path = Path(spec)
     if not path.is_file():
@@ -151,4 +158,6 @@ def reward_from_file(spec: str, trusted: bool = False) -> Any:
     if trusted:
         return ProgramReward.from_file(path)
     active_isolation()  # fail closed before any env or training exists
-    return SandboxedReward(path.read_text(), name=path.stem)
+    source = path.read_text()
+    check_program(source, f"reward file {path}")
+    return SandboxedReward(source, name=path.stem)

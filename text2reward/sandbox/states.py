@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from policies.reward_program import SparseReward
 from policies.task_env import make_task_env
 from sim_envs.task import Task
+from text2reward.errors import ConfigError
 
 Sample = tuple[Any, np.ndarray]
 _CACHE: dict[tuple[str, int, int, int], tuple[Sample, ...]] = {}
@@ -61,10 +63,13 @@ def _scripted_rollouts(task: Task, n: int, seed: int) -> list[Sample]:
     policy = task.scripted_policy()
     samples: list[Sample] = []
     try:
+        space = env.action_space
+        if not isinstance(space, gym.spaces.Box):
+            raise ConfigError(f"task {task.id}'s scripted policy needs a Box action space, not {type(space).__name__}")
         obs, _ = env.reset(seed=seed + 1)
         step = 0
         while len(samples) < n:
-            action = np.clip(np.asarray(policy(obs), dtype=np.float64), env.action_space.low, env.action_space.high)
+            action = np.clip(np.asarray(policy(obs), dtype=np.float64), space.low, space.high)
             obs, _, terminated, truncated, _ = env.step(action)
             step += 1
             if step % stride == 0:

@@ -10,26 +10,41 @@ from __future__ import annotations
 
 import ast
 
-from policies.reward_program import find_entry_point
+from policies.reward_program import PREIMPORTED, find_entry_point
 from sim_envs.errors import RewardProgramError
 
 MAX_SOURCE_CHARS = 100_000
 """Longer code is refused outright: reward functions are a page, not a library."""
 
-ALLOWED_MODULES = frozenset(
-    {
-        "math",
-        "numpy",
-        "numpy.linalg",
-        "numpy.random",
-        "numpy.fft",
-        "numpy.polynomial",
-        "scipy.spatial.transform",
-    }
+ALLOWED_MODULES: tuple[str, ...] = (
+    "numpy",
+    "numpy.linalg",
+    "numpy.random",
+    "numpy.fft",
+    "numpy.polynomial",
+    "math",
+    "scipy.spatial",
+    "scipy.spatial.distance",
+    "scipy.spatial.transform",
+    "scipy.special",
+    "scipy.linalg",
 )
-"""Modules reward code may import (also `from numpy import linalg` and the like)."""
+"""The one list of modules reward code may import (also `from numpy import linalg`, `from scipy.spatial
+import distance` and the like): pure numeric code that reads no files, opens no sockets and loads no
+code. Used by the static pass, by the jailed worker (which imports the ones a program names before it
+locks down) and by the prompt's contract (rendered from this tuple). Left out on purpose: `scipy`
+itself (its lazy attributes reach scipy.io and scipy.datasets), scipy.io, scipy.datasets, scipy.misc
+(files and downloads), scipy.stats (~1 s and ~500 modules to import, random draws) and scipy.optimize
+(iterative solvers: neither cheap nor needed per step)."""
 
-ALLOWED_TEXT = "numpy (with numpy.linalg, .random, .fft, .polynomial), math and scipy.spatial.transform"
+EAGER_MODULES: tuple[str, ...] = tuple(name for name in ALLOWED_MODULES if name.partition(".")[0] in ("numpy", "math"))
+"""Imported by every worker before lock-down (a few ms). The scipy modules cost ~0.15-0.35 s and
+~30 MB each time a worker starts, so a worker imports them only when the program's code names them."""
+
+ALLOWED_TEXT = ", ".join(ALLOWED_MODULES)
+
+if not set(PREIMPORTED.values()) <= set(ALLOWED_MODULES):  # pragma: no cover - a definition error
+    raise ImportError("every pre-imported module must be on the allow-list")
 
 FORBIDDEN_NAMES = frozenset(
     {
@@ -46,6 +61,8 @@ FORBIDDEN_ATTRIBUTES = frozenset(
         "f2py", "ctypeslib", "ctypes", "distutils", "testing", "npyio", "DataSource",
         "save", "savez", "savez_compressed", "savetxt", "load", "loadtxt", "genfromtxt", "fromfile",
         "tofile", "fromregex", "memmap", "dump", "dumps", "load_library",
+        # scipy.spatial's plotting helpers import matplotlib.
+        "delaunay_plot_2d", "voronoi_plot_2d", "convex_hull_plot_2d",
         # names of modules an allowed module may hold a reference to.
         "os", "sys", "subprocess", "socket", "shutil", "builtins", "importlib", "mmap", "signal",
         "system", "popen", "open",
@@ -60,6 +77,14 @@ FORBIDDEN_ATTRIBUTES = frozenset(
 TOO_DEEP = "the code is nested too deeply to check; write flat expressions and ordinary statements"
 
 READ_ONLY_ARGUMENTS = frozenset({"self", "action"})
+
+
+def check_program(code: str, origin: str = "the reward code") -> None:
+    """Raise `RewardProgramError` listing every rule `code` breaks: the static verdict as an exception,
+    for paths that build a reward without a validation report (training from a file)."""
+    problems = static_check(code)
+    if problems:
+        raise RewardProgramError(f"{origin} is refused by the static check (as `t2r validate` refuses it): " + "; ".join(problems))
 
 
 def static_check(code: str) -> list[str]:
@@ -117,7 +142,8 @@ class _Rules(ast.NodeVisitor):
             elif module in ALLOWED_MODULES and (alias.name.startswith("_") or alias.name in FORBIDDEN_ATTRIBUTES):
                 self._flag(node, f"importing '{alias.name}' from '{module}' is not allowed; reward code only computes, it reads no files and loads no code")
             elif module not in ALLOWED_MODULES and full not in ALLOWED_MODULES:
-                self._flag(node, f"import from '{module}' is not allowed; import only {ALLOWED_TEXT}")
+                what = f"'{full}'" if _allowed_package(module) else f"import from '{module}'"
+                self._flag(node, f"{what} is not allowed; import only {ALLOWED_TEXT}")
         self.generic_visit(node)
 
     # --- names and attributes ---
@@ -137,6 +163,14 @@ class _Rules(ast.NodeVisitor):
             self._flag(node, f"'.{node.attr}' is not allowed; reward code reads no files, starts no processes and loads no code")
         elif node.attr == "format" and isinstance(node.value, ast.Attribute) and node.value.attr == "lib":
             self._flag(node, "'lib.format' is not allowed; reward code reads and writes no files")
+        elif isinstance(node.value, ast.Name) and node.value.id == "scipy" and not _allowed_package(f"scipy.{node.attr}"):
+            # after `import scipy.spatial`, `scipy.io` would load through scipy's lazy attributes
+            self._flag(node, f"'scipy.{node.attr}' is not allowed; use only {ALLOWED_TEXT}")
+        self.generic_visit(node)
+
+    def visit_keyword(self, node: ast.keyword) -> None:
+        if node.arg == "qhull_options":
+            self._flag(node.value, "'qhull_options' is not allowed (Qhull options can read and write files); use the defaults")
         self.generic_visit(node)
 
     def visit_MatchClass(self, node: ast.MatchClass) -> None:
@@ -181,6 +215,11 @@ class _Rules(ast.NodeVisitor):
         self._flag(node, "'nonlocal' is not allowed: a reward must depend only on `self` and `action`; keep no state between calls")
 
 
+def _allowed_package(name: str) -> bool:
+    """An allowed module, or a package on the way to one (`scipy.spatial` for `scipy.spatial.distance`)."""
+    return any(module == name or module.startswith(name + ".") for module in ALLOWED_MODULES)
+
+
 def _root_name(node: ast.AST) -> str | None:
     """`self` for `self.robot.ee_position[0]`: the name an attribute/subscript chain starts from."""
     while isinstance(node, (ast.Attribute, ast.Subscript)):
@@ -188,4 +227,4 @@ def _root_name(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-__all__ = ["ALLOWED_MODULES", "ALLOWED_TEXT", "static_check"]
+__all__ = ["ALLOWED_MODULES", "ALLOWED_TEXT", "EAGER_MODULES", "PREIMPORTED", "check_program", "static_check"]

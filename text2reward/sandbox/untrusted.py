@@ -28,7 +28,7 @@ class Malformed(ValueError):
     """The child's bytes do not follow the protocol."""
 
 
-def clean_text(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+def clean_text(text: object, limit: int = MAX_ERROR_CHARS) -> str:
     """Terminal- and prompt-safe text: escape sequences and control characters removed, then cut."""
     text = _UNSAFE.sub("", _ESCAPES.sub("", str(text)))
     if len(text) > limit:

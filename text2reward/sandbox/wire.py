@@ -101,17 +101,17 @@ class ViewEncoder:
                 self._last = packer
                 return data
         if len(self._packers) < MAX_SCHEMAS and type(view) not in self._unsupported and _action_supported(action):
+            fresh: _Packer | None
             try:
-                packer = _Packer(view, action, len(self._packers), self._modules)
+                fresh = _Packer(view, action, len(self._packers), self._modules)
             except Unsupported:
-                packer = None
-            data = packer.pack(view, action) if packer is not None else None
-            if data is None:  # a structure the format cannot carry: this view class goes as pickles from now on
-                self._unsupported.add(type(view))
-            else:
-                self._packers.append(packer)
-                self._last = packer
-                return packer.schema_frame + data
+                fresh = None
+            data = fresh.pack(view, action) if fresh is not None else None
+            if fresh is not None and data is not None:
+                self._packers.append(fresh)
+                self._last = fresh
+                return fresh.schema_frame + data
+            self._unsupported.add(type(view))  # a structure the format cannot carry: this view class goes as pickles from now on
         return frame(PICKLE + pickle.dumps((view, action), protocol=pickle.HIGHEST_PROTOCOL))
 
 
@@ -207,8 +207,8 @@ class _Packer:
             return None
         if type(action) is not np.ndarray or (action.dtype, action.shape) != self._action:
             return None
-        try:
-            return b"".join((self._prefix, self._scalars.pack(*values[self._n_arrays : self._scalar_end]), *arrays, action))
+        try:  # numpy's stubs give ndarray its buffer protocol (__buffer__) only for Python 3.12 and later
+            return b"".join((self._prefix, self._scalars.pack(*values[self._n_arrays : self._scalar_end]), *arrays, action))  # type: ignore[arg-type]
         except (struct.error, TypeError, ValueError, BufferError):  # an int out of range, a non-contiguous array
             return None
 
@@ -261,7 +261,7 @@ class _Layout:
         arrays = [(claim(slot), _shape(shape)) for slot, shape in _pairs(schema.get("arrays"))]
         consts = [(claim(slot), _const(value)) for slot, value in _pairs(schema.get("consts"))]
         built = set(assigned)
-        nodes = []
+        nodes: list[tuple[int, type[object], bool, tuple[int, ...], tuple[tuple[str, int], ...]]] = []
         for spec in _list(schema.get("nodes")):
             if not (isinstance(spec, list) and len(spec) == 4):
                 raise SchemaError("a node is not [slot, module, qualname, fields]")
@@ -310,7 +310,7 @@ class _Layout:
         if len(payload) != self._size:
             raise SchemaError(f"a view frame of {len(payload)} bytes does not match its schema ({self._size})")
         values = self._template.copy()
-        scalars = self._scalar_struct.unpack_from(payload, 2)
+        scalars: tuple[Any, ...] | list[Any] = self._scalar_struct.unpack_from(payload, 2)
         if self._scalar_casts:
             scalars = list(scalars)
             for index, cast in self._scalar_casts:
@@ -415,7 +415,7 @@ class ReplyEncoder:
     def __init__(self, check: Callable[[dict[str, float]], None]) -> None:
         self._check = check
         self._names: tuple[str, ...] | None = None
-        self._struct: struct.Struct | None = None
+        self._struct = reply_struct(0)  # replaced, with the names, by the first (JSON) reply
         self._prefix = b""
 
     def encode(self, total: float, components: dict[str, float]) -> bytes:

@@ -15,8 +15,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from policies.io import write_json_atomic, write_text_atomic
 from policies.config import TrainConfig
+from policies.io import write_json_atomic, write_text_atomic
+from text2reward.errors import ConfigError
 
 JOB_FILE = "job.json"
 DONE_FILE = "done.json"
@@ -66,12 +67,10 @@ class TrainJob:
 
 def run_job(job: TrainJob) -> dict[str, Any]:
     """Train, then analyse the trained policy's behaviour; returns the done record."""
-    from policies.evaluate import evaluate, model_actor
+    from policies.evaluate import model_actor
     from policies.reward_program import reward_from_spec
-    from policies.task_env import make_task_env
     from policies.train import train
     from sim_envs import get_task, load_task_file
-    from text2reward.feedback import build_feedback_text, describe_behaviour
 
     if job.task_file:
         load_task_file(job.task_file)
@@ -82,6 +81,8 @@ def run_job(job: TrainJob) -> dict[str, Any]:
     if config.reward == "code":
         from text2reward.sandbox import SandboxedReward
 
+        if job.code_path is None:
+            raise ConfigError(f"training job {job.out_dir} trains reward 'code' but names no code_path")
         reward_fn = SandboxedReward(Path(job.code_path).read_text(), name="candidate")
     else:
         reward_fn = reward_from_spec(config.reward) if config.reward in ("expert", "sparse") else None
@@ -92,33 +93,54 @@ def run_job(job: TrainJob) -> dict[str, Any]:
 
     try:
         result = train(config, reward_fn=reward_fn, on_eval=publish)
-        record: dict[str, Any] = {"result": result.to_dict()}
+        record: dict[str, Any] = {"result": result.to_dict(), "warnings": []}
         if job.analysis_episodes > 0 or job.video:
             from policies.train import load_policy
 
             model, _ = load_policy(config.out_dir)
         if job.analysis_episodes > 0:
-            env = make_task_env(task, reward_fn, seed=config.seed + 20_000)
             try:
-                episodes = evaluate(env, model_actor(model), job.analysis_episodes, seed=config.seed + 20_000, record_views=True)
-            finally:
-                env.close()
-            views = [e.views for e in episodes.episodes]
-            successes = [e.success for e in episodes.episodes]
-            record["feedback_text"] = build_feedback_text(task, result.to_dict(), views, successes)
-            record["behaviour_text"] = describe_behaviour(task, views, successes)
-            write_text_atomic(out / "feedback.md", record["feedback_text"])
+                record.update(analyse(task, model, reward_fn, config.seed, job.analysis_episodes, result.to_dict()))
+                write_text_atomic(out / "feedback.md", record["feedback_text"])
+            except Exception as exc:  # the policy trained: a failed analysis is a warning on it, never its failure
+                record["warnings"].append(f"trajectory analysis failed: {_reason(exc)}")
         if job.video:
             from policies.video import record_video
 
-            info = record_video(task, model_actor(model), out / "rollout.mp4", episodes=1, seed=config.seed + 30_000, size=256, keyframes=4)
-            record["video"] = info
+            try:
+                record["video"] = record_video(task, model_actor(model), out / "rollout.mp4", episodes=1,
+                                               seed=config.seed + 30_000, size=256, keyframes=4)
+            except Exception as exc:
+                record["warnings"].append(f"rollout video failed: {_reason(exc)}")
     finally:
         close = getattr(reward_fn, "close", None)
         if close is not None:
             close()
     write_json_atomic(out / DONE_FILE, record)
     return record
+
+
+def analyse(task: Any, model: Any, reward_fn: Any, seed: int, episodes: int, result: dict[str, Any]) -> dict[str, str]:
+    """Roll the trained policy out and describe what it did (the next prompt's feedback)."""
+    from policies.evaluate import evaluate, model_actor
+    from policies.task_env import make_task_env
+    from text2reward.feedback import build_feedback_text, describe_behaviour
+
+    env = make_task_env(task, reward_fn, seed=seed + 20_000)
+    try:
+        rollouts = evaluate(env, model_actor(model), episodes, seed=seed + 20_000, record_views=True)
+    finally:
+        env.close()
+    views = [e.views for e in rollouts.episodes]
+    successes = [e.success for e in rollouts.episodes]
+    return {"feedback_text": build_feedback_text(task, result, views, successes),
+            "behaviour_text": describe_behaviour(task, views, successes)}
+
+
+def _reason(exc: BaseException) -> str:
+    from sim_envs.errors import Text2RewardError
+
+    return str(exc) if isinstance(exc, Text2RewardError) else f"{type(exc).__name__}: {exc}"
 
 
 def main(argv: list[str]) -> int:
@@ -129,9 +151,7 @@ def main(argv: list[str]) -> int:
     try:
         run_job(job)
     except Exception as exc:  # recorded for the loop, which marks the candidate failed with this reason
-        from sim_envs.errors import Text2RewardError
-
-        reason = str(exc) if isinstance(exc, Text2RewardError) else f"{type(exc).__name__}: {exc}"
+        reason = _reason(exc)
         write_json_atomic(out / ERROR_FILE, {"reason": reason, "traceback": traceback.format_exc()[-4000:]})
         return 1
     return 0

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from text2reward.training.job import TrainJob
 from text2reward.training.pool import job_done, job_progress
@@ -19,7 +19,7 @@ class TrainingBars:
         self.console = console
         self.refresh_seconds = refresh_seconds
         self._progress: Progress | None = None
-        self._bars: list[tuple[int, TrainJob]] = []
+        self._bars: list[tuple[TaskID, TrainJob]] = []
         self._last = 0.0
 
     def start(self, labelled_jobs: list[tuple[str, TrainJob]]) -> None:

@@ -21,6 +21,12 @@ class GenerationRequest:
     round: int = 0
     temperature: float = 1.0
     max_tokens: int | None = None
+    seed: int | None = None
+    """The run's sampling seed: part of the reply cache key (a new seed means new samples) and sent to
+    servers that take one (sample i of a fanned-out request gets seed + i, so the K replies differ)."""
+    first_sample: int = 0
+    """The place of this request's first sample among the round's samples: a cache that holds samples
+    0..m-1 asks for the rest with first_sample=m, so their seeds and draws are those of samples m..K-1."""
     context: dict[str, Any] = field(default_factory=dict)
     """Structured facts for rule-based backends: e.g. previous_best_code, component_stats, critique."""
 

@@ -1,7 +1,8 @@
 """Replies cached on disk, so a rerun of the same request is reproducible and costs no tokens.
 
 The key is a SHA-256 over everything that shapes a sample: backend name, model, messages,
-temperature, max_tokens, the sample's index within the request, task id and round, the parts of
+temperature, max_tokens, the request's seed (the run's `--seed`: a new seed means new samples), the
+sample's index within the request, task id and round, the parts of
 `request.context` the backend reads (all of it unless the backend says otherwise through
 `cache_context_keys`; image files are keyed by their content) and `backend.cache_params()`.
 Sample i of a request is cached separately, so asking for K+2 samples later reuses the first K.
@@ -26,7 +27,7 @@ from typing import Any
 from policies.io import write_json_atomic
 from text2reward.generation.llm.base import Backend, GenerationRequest, Reply
 
-KEY_VERSION = 1
+KEY_VERSION = 2
 """Bump when the key's recipe changes, so old entries are never served under a new meaning."""
 
 
@@ -54,7 +55,8 @@ class ReplyCache:
             "messages": request.messages,
             "temperature": request.temperature,
             "max_tokens": request.max_tokens,
-            "sample_index": sample_index,
+            "seed": request.seed,
+            "sample_index": request.first_sample + sample_index,
             "task_id": request.task_id,
             "round": request.round,
             "context": {str(k): _canonical(v, files_by_content=k == "images") for k, v in context.items()},
@@ -109,9 +111,9 @@ class CachedBackend:
         missing = [i for i, reply in enumerate(replies) if reply is None]
         self.hits += request.n - len(missing)
         self.misses += len(missing)
-        if missing:
-            fresh = self.backend.generate(dataclasses.replace(request, n=len(missing)))
-            for position, index in enumerate(missing):
+        for gap in _contiguous(missing):  # usually one: all K, or the samples after the cached ones
+            fresh = self.backend.generate(dataclasses.replace(request, n=len(gap), first_sample=request.first_sample + gap[0]))
+            for position, index in enumerate(gap):
                 if position < len(fresh):
                     reply = fresh[position]
                     self.cache.put(keys[index], reply, request, index)
@@ -119,6 +121,17 @@ class CachedBackend:
                     reply = Reply(None, self.name, self.model, error=f"{self.name} returned too few replies")
                 replies[index] = reply
         return [reply for reply in replies if reply is not None]
+
+
+def _contiguous(indices: list[int]) -> list[list[int]]:
+    """[0, 1, 3] -> [[0, 1], [3]]: each gap is asked for with its own first_sample, so seeds never repeat."""
+    runs: list[list[int]] = []
+    for index in indices:
+        if runs and runs[-1][-1] == index - 1:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    return runs
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")

@@ -5,7 +5,8 @@ stderr (stdout stays clean for the CLI's own output); replies come back one per 
 
 Files are consumed in order across calls, one per sample: with 4 files, a first request for 2
 samples gets files 1-2 and the next gets 3-4. A directory means its non-hidden files in name order.
-When there are too few, the backend raises (or cycles, with `cycle=True`).
+When there are too few, the backend raises `RepliesExhausted` before using any (or cycles, with
+`cycle=True`): a run then waits for a person's replies (`t2r resume RUN --reply-file NEW.md`).
 
 On stdin, each reply ends at end-of-input (Ctrl-D; Ctrl-Z Enter on Windows), and a line holding only
 `%%%` separates several replies pasted at once.
@@ -16,11 +17,12 @@ from __future__ import annotations
 import sys
 import time
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence, TextIO
+from typing import TextIO
 
 from text2reward.generation.llm.base import ChatMessage, GenerationRequest, Reply
-from text2reward.generation.llm.errors import BackendError
+from text2reward.generation.llm.errors import BackendError, RepliesExhausted
 
 SEPARATOR = "%%%"
 
@@ -55,17 +57,19 @@ class FileBackend:
         if request.n <= 0:
             return []
         if self.files is not None:
-            return self._from_files(request.n)
+            return self._from_files(request)
         return self._from_stdin(request)
 
     # ---- files -----------------------------------------------------------------------------
-    def _from_files(self, n: int) -> list[Reply]:
+    def _from_files(self, request: GenerationRequest) -> list[Reply]:
         assert self.files is not None
+        n = request.n
         if not self.cycle and self._cursor + n > len(self.files):
-            left = len(self.files) - self._cursor
-            raise BackendError(
-                f"the file backend has {left} unused reply file(s) left but {n} samples were asked for: "
-                "add reply files (one per sample), ask fewer samples, or allow reuse with cycle"
+            left = max(len(self.files) - self._cursor, 0)
+            raise RepliesExhausted(
+                f"the file backend has {left} unused reply file(s) left but {n} were asked for: "
+                "add reply files (one per sample), ask fewer samples, or allow reuse with cycle",
+                request, n - left,
             )
         replies = []
         for _ in range(n):
@@ -114,7 +118,8 @@ class FileBackend:
 
 def split_replies(text: str) -> list[str]:
     """Several replies pasted at once, split on lines holding only the separator."""
-    replies, current = [], []
+    replies: list[str] = []
+    current: list[str] = []
     for line in text.splitlines(keepends=True):
         if line.strip() == SEPARATOR:
             replies.append("".join(current))

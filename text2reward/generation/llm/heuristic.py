@@ -107,22 +107,28 @@ class HeuristicBackend:
     def __init__(self, seed: int = 0):
         self.seed = int(seed)
 
+    def cache_params(self) -> dict[str, Any]:
+        """The seed draws every sample after the first: a cached reply of another seed is another reply."""
+        return {"seed": self.seed}
+
     def generate(self, request: GenerationRequest) -> list[Reply]:
         task = get_task(request.task_id)
+        seed = self.seed if request.seed is None else request.seed
         context = dict(request.context or {})
         replies: list[Reply] = []
         seen: set[str] = set()
-        for index in range(max(int(request.n), 0)):
+        total = request.first_sample + max(int(request.n), 0)
+        for index in range(request.first_sample, total):
             start = time.perf_counter()
-            program, plan = compose(task, self.seed, request.round, index, request.n, request.temperature, context)
+            program, plan = compose(task, seed, request.round, index, total, request.temperature, context)
             attempt = 0
             while program in seen and attempt < 20:  # identical draws are vanishingly rare; never hand back duplicates
                 attempt += 1
-                program, plan = compose(task, self.seed, request.round, index, request.n, request.temperature, context, attempt)
+                program, plan = compose(task, seed, request.round, index, total, request.temperature, context, attempt)
             seen.add(program)
             replies.append(
                 Reply(
-                    text=reply_text(task, plan, program, index, request.n),
+                    text=reply_text(task, plan, program, index, total),
                     backend=NAME,
                     model=MODEL,
                     latency_seconds=time.perf_counter() - start,

@@ -13,7 +13,6 @@ import re
 import typing
 from dataclasses import dataclass
 
-
 from sim_envs.errors import ConfigError
 from sim_envs.task import Task
 from text2reward.generation.llm import primitives as P
@@ -418,5 +417,5 @@ def build_plan(task: Task) -> P.Plan:
         return locomotion_plan(task, text, fields)
     raise ConfigError(
         f"the heuristic backend has no reward primitives for {task.view_class.__name__} (task {task.id}); "
-        "use a model backend (--backend openai) or paste a reward with --backend file"
+        "use a model (--llm openai --model NAME) or give your own reply with --llm file --reply-file REPLY.md"
     )

@@ -128,7 +128,7 @@ def apply_feedback(plan: P.Plan, task: Task, context: dict[str, Any], kernel: li
             fb.rules.append(f"rule constant: component '{name}' was constant ({P.format_number(hi)}) and has no scale to widen; left as is")
     total = sum(means.values())
     if len(means) >= 2 and total > 0:
-        name = max(means, key=means.get)
+        name = max(means, key=means.__getitem__)
         share = means[name] / total
         if share > 0.6 and terms[name].role not in ("final", "success"):
             change = scale_param(plan, terms[name].weight_param, 0.6)

@@ -1,0 +1,110 @@
+"""Checks before a run or a training job starts: every mistake a person can make in a command line is
+found here, as one line naming the problem and the fix, before a run folder exists or a model is asked.
+
+Why one place: a typo in `--hp`, a CUDA device on a CPU machine, a model server that is not running or a
+task that does not exist would otherwise surface minutes later, as a traceback inside a worker or as a
+run that ends "finished" with nothing trained.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+from policies.config import TrainConfig
+from sim_envs import get_task, load_task_file
+from sim_envs.task import Task
+from text2reward.errors import ConfigError
+from text2reward.runs.store import RunConfig
+
+
+def check_train_config(config: TrainConfig) -> Task:
+    """The task, the numbers, the device and every `--hp` key of one training job."""
+    from policies.hyperparams import load_hyperparams
+    from policies.train import resolve_device
+
+    task = get_task(config.task_id)
+    for name, flag in (("steps", "--steps"), ("eval_freq", "--eval-freq"), ("eval_episodes", "--eval-episodes"),
+                       ("n_envs", "--hp n_envs")):
+        value = getattr(config, name)
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} must be at least 1, got {value}")
+    if config.stop_at_success is not None and not 0.0 < config.stop_at_success <= 1.0:
+        raise ConfigError(f"--stop-at-success must be in (0, 1], got {config.stop_at_success}")
+    check_device(resolve_device(config.device))
+    load_hyperparams(task.family, config.algo, config.overrides)
+    return task
+
+
+def check_device(device: str) -> None:
+    """`cuda:N` names a GPU that exists (resolve_device already refused CUDA on a machine without one)."""
+    if device.startswith("cuda:"):
+        import torch
+
+        index, count = device.partition(":")[2], torch.cuda.device_count()
+        if not index.isdigit() or int(index) >= count:
+            raise ConfigError(f"--device {device} names no GPU here: this machine has {count} (use cuda:0 to cuda:{count - 1})")
+
+
+def resolve_run_config(config: RunConfig) -> RunConfig:
+    """The run's settings with what the environment supplies filled in (model and endpoint from OPENAI_MODEL /
+    OPENAI_BASE_URL), so config.json records what the run really used. The API key is never recorded."""
+    if config.backend != "openai":
+        return config
+    return dataclasses.replace(
+        config,
+        model=config.model or os.environ.get("OPENAI_MODEL") or None,
+        base_url=config.base_url or os.environ.get("OPENAI_BASE_URL") or None,
+    )
+
+
+def check_run_config(config: RunConfig, backend_given: bool = False) -> RunConfig:
+    """Everything `t2r run` can check before it creates a run folder; returns the resolved settings.
+    `backend_given`: the caller hands the loop a backend object, so the configured one is not built."""
+    config = resolve_run_config(config)
+    config.validate()
+    if config.task_file:
+        load_task_file(config.task_file)
+    task = get_task(config.task_id)
+    check_train_config(config.train_config(task.id, out_dir=_NOWHERE, reward="sparse", seed=config.seed))
+    if not backend_given:
+        check_backend(config, task)
+    return config
+
+
+def check_backend(config: RunConfig, task: Task) -> None:
+    """The backend can be built from these settings, and a model endpoint answers."""
+    from text2reward.generation.llm import make_backend
+
+    if config.backend == "heuristic":
+        from text2reward.generation.llm.heuristic_plans import build_plan
+
+        build_plan(task)  # a task the rules cannot plan for is refused now, not after a round of nothing
+        return
+    if config.backend == "file":
+        if config.reply_files:
+            make_backend("file", paths=config.reply_files)  # every file exists and can be listed
+        return
+    backend: Any = make_backend("openai", **backend_options(config))  # key, model and URL are present
+    from text2reward.generation.llm.openai_backend import check_endpoint
+
+    check_endpoint(backend.base_url, os.environ.get("OPENAI_API_KEY") or None, backend.model)
+
+
+def backend_options(config: RunConfig) -> dict[str, Any]:
+    """The openai backend's settings from a run's settings (None means the backend's own default)."""
+    return {
+        "model": config.model, "base_url": config.base_url, "vision": config.vision, "timeout": config.timeout,
+        "max_retries": config.max_retries, "concurrency": config.concurrency,
+    }
+
+
+def check_port(port: int) -> None:
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"--port must be between 1 and 65535, got {port}")
+
+
+_NOWHERE = Path(os.devnull)
+"""A training config needs an out_dir; the checks never write to it."""
