@@ -27,6 +27,10 @@ class EpisodeStats:
     """The state view after reset and after every step, when recorded (for trajectory analysis)."""
 
 
+EpisodeCallback = Callable[[int, EpisodeStats], None]
+"""`on_episode(index, stats)`, called after each episode (progress displays; no CLI code in `policies`)."""
+
+
 @dataclass
 class EvalResult:
     success_rate: float
@@ -72,8 +76,14 @@ def run_episode(env: gym.Env, act: Actor, seed: int | None = None, record_views:
     return EpisodeStats(success, length, total, native, sums, views)
 
 
-def evaluate(env: gym.Env, act: Actor, episodes: int, seed: int = 0, record_views: bool = False) -> EvalResult:
-    stats = [run_episode(env, act, seed=seed + i, record_views=record_views) for i in range(episodes)]
+def evaluate(
+    env: gym.Env, act: Actor, episodes: int, seed: int = 0, record_views: bool = False, on_episode: EpisodeCallback | None = None
+) -> EvalResult:
+    stats = []
+    for i in range(episodes):
+        stats.append(run_episode(env, act, seed=seed + i, record_views=record_views))
+        if on_episode is not None:
+            on_episode(i, stats[-1])
     returns = np.array([s.episode_return for s in stats])
     return EvalResult(
         success_rate=float(np.mean([s.success for s in stats])),

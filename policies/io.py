@@ -1,12 +1,41 @@
-"""Atomic file writes: a crash mid-write never leaves a half-written result behind."""
+"""Atomic file writes: a crash mid-write never leaves a half-written result behind.
+
+A write goes to a temporary file beside the target, then `os.replace` puts it in place. The
+temporary file comes from `tempfile.mkstemp`, which creates it 0600 whatever the umask; the final
+file is given the mode a plain `open(path, "w")` would have created (0666 minus the umask), so a
+run's files all carry the same permissions as their neighbours.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
+
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where the kernel shows it.
+
+    Linux (4.7+) lists it in /proc/self/status. Elsewhere the only way is to set it and set it back;
+    the umask is process-wide, so that is done under a lock (a file another thread creates in between
+    would still get the temporary 0o077 mask: the fallback narrows that race, it cannot close it).
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8) & 0o777
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o077)
+        os.umask(mask)
+    return mask
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
@@ -17,6 +46,7 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
             handle.flush()
+            os.fchmod(handle.fileno(), 0o666 & ~current_umask())  # what open(path, "w") would have made
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:

@@ -104,6 +104,7 @@ def train(
     config: TrainConfig,
     reward_fn: RewardFunction | None = None,
     on_eval: Callable[[dict[str, Any]], None] | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> TrainResult:
     """Train, evaluate and write `out_dir/result.json`; `reward_fn` overrides `config.reward`."""
     import torch
@@ -165,6 +166,8 @@ def train(
         if failure is not None:  # the reward can no longer be called; the success test needs none
             eval_env.close()
             eval_env = make_task_env(task, SparseReward(), seed=config.seed + EVAL_SEED_OFFSET)
+        if on_phase is not None:  # the last evaluation can take as long as a stretch of training: say so
+            on_phase(f"final evaluation ({eval_episodes} episode{'s' if eval_episodes != 1 else ''})")
         final = evaluate(eval_env, model_actor(model), eval_episodes, seed=config.seed + EVAL_SEED_OFFSET)
     finally:
         train_env.close()

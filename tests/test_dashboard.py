@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
 import shutil
 import socket
 import threading
 import time
+from datetime import datetime
+from html import unescape
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -56,9 +59,52 @@ def build_runs(base: Path) -> Path:
     return runs
 
 
+CODELESS_REPLY = """I would rather explain than write code: reward <b>closeness</b> & speed.
+</pre><script>window.pwned = 4</script> (no function here)
+"""
+RAISING_REPLY = """```python
+def compute_dense_reward(self, action):
+    raise ValueError("boom")
+```
+"""
+
+
 @pytest.fixture(scope="session")
 def pristine_runs(tmp_path_factory) -> Path:
     return build_runs(tmp_path_factory.getbasetemp() / "dashboard-runs")
+
+
+@pytest.fixture(scope="session")
+def codeless_run(tmp_path_factory) -> tuple[Path, str]:
+    """A finished file-backend run where nothing trained: r0-s0's reply holds no code (`no_code`), r0-s1's
+    reward raises, so validation fails at `runs` and the checks after it are skipped (`ok: None`)."""
+    base = tmp_path_factory.mktemp("codeless")
+    replies = [base / "no_code.md", base / "raises.md"]
+    replies[0].write_text(CODELESS_REPLY)
+    replies[1].write_text(RAISING_REPLY)
+    store = start_run(RunConfig(task_id="fetch/reach", backend="file", reply_files=[str(p) for p in replies], rounds=1,
+                                samples=2, fix_attempts=0, screen=False, steps=200, final_seeds=1, workers=1), base / "runs")
+    return base / "runs", store.run_id
+
+
+def hold_lock(root: Path) -> None:
+    """What a live `t2r run` keeps: state `running` and a lock held by a live process (this one) with a fresh heartbeat."""
+    state = json.loads((root / "state.json").read_text())
+    (root / "state.json").write_text(json.dumps({**state, "status": "running"}))
+    (root / "run.lock").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "heartbeat": time.time()}))
+
+
+def visible_prose(html: str) -> str:
+    """The page's own words: without model replies, code, prompts and critiques (their text is not ours)."""
+    html = re.sub(r"<pre\b.*?</pre>|<blockquote\b.*?</blockquote>|<div class=\"code.*?</div>|<svg\b.*?</svg>", " ", html, flags=re.S)
+    return unescape(re.sub(r"<[^>]+>", " ", html))
+
+
+def form_of(html: str, key: str) -> str:
+    """The HTML of the form with `data-key=key`."""
+    match = re.search(rf'<form [^>]*data-key="{re.escape(key)}".*?</form>', html, flags=re.S)
+    assert match, f"no form {key}"
+    return match[0]
 
 
 def run_id(runs: Path, backend: str) -> str:
@@ -322,14 +368,15 @@ def test_live_signature_changes_when_the_run_changes(copied):
     heuristic = run_id(runs, "heuristic")
     store = RunStore(runs / heuristic)
     before = json.loads(server.get(f"/runs/{heuristic}/status.json")[2])
-    # a run caught early in a new round: bare state, a prompt written, no candidate yet
+    # a run caught early in a new round: bare state, a prompt written, no candidate yet, its process alive
     store.write_json("state.json", {"status": "running", "round": 1})
+    hold_lock(store.root)
     store.write_json("rounds/r1/prompt.json", {"messages": [{"role": "user", "content": "do better <now>"}], "context": {"round": 1}})
     after = json.loads(server.get(f"/runs/{heuristic}/status.json")[2])
     assert after["signature"] != before["signature"] and after["live"] and after["status"] == "running"
     status, _, body = server.get(f"/runs/{heuristic}")
     html = body.decode()
-    assert status == 200 and "The page refreshes by itself" in html and "<fieldset disabled>" in html
+    assert status == 200 and "The page refreshes by itself" in html and "<fieldset disabled" in html
     assert 'id="round-1"' in html and "Generating and validating candidates" in html and "do better &lt;now&gt;" in html
     rows = json.loads(server.get("/api/runs")[2])["runs"]
     assert next(r for r in rows if r["run_id"] == heuristic)["live"]
@@ -359,3 +406,147 @@ def test_export_html_is_self_contained(copied):
     assert status == 303 and headers["location"] == f"/runs/{heuristic}/files/report.html"
     status, headers, body = server.get(headers["location"])
     assert status == 200 and headers["content-type"].startswith("text/html") and b"text2reward" in body
+
+
+# --- dashboard details: what a page says about a run is what the run is ---------------------------------------------
+
+
+def test_disabled_feedback_forms_say_why_beside_them(copied, codeless_run):
+    runs, server = copied
+    heuristic, hostile = run_id(runs, "heuristic"), run_id(runs, "file")
+    # a finished run with trained candidates: every form open, nothing to explain
+    html = server.get(f"/runs/{heuristic}")[2].decode()
+    assert "form-closed" not in html and "<fieldset disabled" not in html
+
+    # a candidate that did not train: its critique form is there, disabled, and says why right inside it
+    form = form_of(server.get(f"/runs/{hostile}")[2].decode(), "critique-r0-s0")
+    assert '<fieldset disabled aria-describedby="critique-closed-r0-s0">' in form
+    assert re.search(r'<p class="form-closed" id="critique-closed-r0-s0">r0-s0 did not train \(invalid\), so it has no '
+                     r"behaviour to critique", form)
+
+    # a live run: every feedback form is disabled, each with the reason beside it
+    hold_lock(runs / heuristic)
+    html = server.get(f"/runs/{heuristic}")[2].decode()
+    forms = [form_of(html, key) for key in ("critique-r0-s0", "critique-r0-s1", "preference-0")]
+    for form in forms:
+        assert "<fieldset disabled aria-describedby=" in form
+        assert "Closed while the run is in progress: feedback opens when it has finished." in form
+    assert "title=" not in "".join(forms)  # said in words on the page, not only in a tooltip
+
+    # feedback already waiting for the next round: closed, and the page says which feedback and what to run
+    (runs / heuristic / "run.lock").unlink()
+    store = RunStore(runs / heuristic)
+    store.add_event({"type": "critique", "candidate": "r0-s0", "text": "closer", "author": "ada", "source": "cli", "for_round": 1})
+    store.set_state(status="feedback_pending")
+    form = form_of(server.get(f"/runs/{heuristic}")[2].decode(), "critique-r0-s1")
+    assert "<fieldset disabled" in form
+    assert f"Closed: feedback #0 is already waiting for the next round; run it first (`t2r resume {heuristic}`)" in unescape(form)
+
+
+def test_a_finished_run_without_a_trained_candidate_says_so_and_never_yet(copied, codeless_run):
+    runs, server = copied
+    hostile = run_id(runs, "file")
+    html = server.get(f"/runs/{hostile}")[2].decode()
+    prose = " ".join(visible_prose(html).split())
+    assert "No candidate trained: r0-s0 invalid (the total is 0.0 on all 100 states" in prose
+    assert "none: no candidate trained" in prose  # the header's "best"
+    assert "No human feedback: feedback is given on a trained candidate, and this run has none." in prose
+    assert not re.search(r"\byet\b", prose, flags=re.I), re.findall(r".{60}\byet\b.{20}", prose, flags=re.I)
+
+    codeless_runs, codeless = codeless_run
+    with DashboardServer(codeless_runs) as other:
+        prose = " ".join(visible_prose(other.get(f"/runs/{codeless}")[2].decode()).split())
+    assert re.search(r"No candidate trained: r0-s0 no.code \(.*; r0-s1 invalid \(", prose)
+    assert not re.search(r"\byet\b", prose, flags=re.I), re.findall(r".{60}\byet\b.{20}", prose, flags=re.I)
+
+    # a run whose process died in a new round: its round is `interrupted`, not "in progress" or "generating"
+    heuristic = run_id(runs, "heuristic")
+    store = RunStore(runs / heuristic)
+    store.write_json("rounds/r1/prompt.json", {"messages": [{"role": "user", "content": "again"}], "context": {"round": 1}})
+    store.set_state(status="running")  # and no live lock: the process is gone
+    html = server.get(f"/runs/{heuristic}")[2].decode()
+    round_1 = html[html.index('id="round-1"'):]
+    assert 'status-interrupted">interrupted</span>' in round_1[:400]
+    assert "in progress" not in round_1 and "Generating" not in round_1
+    assert "No candidate: the run stopped (interrupted) before this round produced one." in round_1
+
+
+def test_skipped_validation_checks_are_neutral_not_failed(codeless_run):
+    runs, run = codeless_run
+    record = RunStore(runs / run).read_candidate(0, 1)
+    checks = record["attempts"][-1]["validation"]["checks"]
+    assert checks["runs"]["ok"] is False and [n for n, c in checks.items() if c["ok"] is None]  # the real record
+    skipped = [n for n, c in checks.items() if c["ok"] is None]
+    with DashboardServer(runs) as server:
+        html = server.get(f"/runs/{run}")[2].decode()
+    card = html[html.index('id="cand-r0-s1"'):]
+    card = card[:card.index("</article>")]
+    failed = sum(1 for c in checks.values() if c["ok"] is False)
+    assert f"checks passed, {failed} failed, {len(skipped)} skipped</summary>" in card
+    items = re.findall(r'<li class="(\w+)"[^>]*><span class="mark">(.)</span> <b>([^<]+)</b>', card)
+    by_name = {name: (cls, mark) for cls, mark, name in items}
+    for name in skipped:
+        assert by_name[name.replace("_", " ")] == ("skipped", "–")
+    assert by_name["runs"] == ("bad", "✗")
+    css = (Path(__file__).parents[1] / "text2reward/dashboard/static/dashboard.css").read_text()
+    assert "ul.checks li.skipped, ul.checks .skipped .mark { color: var(--muted); }" in css
+
+
+def test_a_no_code_candidate_shows_its_reply_as_text(codeless_run):
+    runs, run = codeless_run
+    assert RunStore(runs / run).read_candidate(0, 0)["status"] == "no_code"
+    with DashboardServer(runs) as server:
+        html = server.get(f"/runs/{run}")[2].decode()
+    card = html[html.index('id="cand-r0-s0"'):]
+    card = card[:card.index("</article>")]
+    assert 'class="code' not in card  # no (empty) code block
+    reply = re.search(r'<details class="block reply codeless" data-key="reply-r0-s0-reply_0.md" open>\s*<summary>Model reply '
+                      r"\(reply_0.md\): it holds no reward code, so here is what it said</summary>\s*<pre class=\"text\">(.*?)</pre>",
+                      card, flags=re.S)
+    assert reply, card
+    assert unescape(reply[1]) == CODELESS_REPLY  # the whole reply, as text
+    assert "&lt;/pre&gt;&lt;script&gt;window.pwned = 4" in reply[1] and "<script>window.pwned" not in html
+
+
+def test_code_blocks_scroll_sideways_rather_than_clip():
+    css = (Path(__file__).parents[1] / "text2reward/dashboard/static/dashboard.css").read_text()
+    assert "pre { max-width: 100%; overflow-x: auto; }" in css
+    assert re.search(r"\.code \{ overflow: auto;", css)  # highlighted code and diffs scroll both ways
+    assert "pre.text { white-space: pre-wrap; overflow-wrap: anywhere;" in css  # replies and prompts wrap
+    assert "hidden" not in re.sub(r"table\.runs \{[^}]*\}", "", css)  # nothing clips (the browser test scrolls one)
+
+
+def test_export_of_a_live_run_is_a_snapshot_without_live_parts(copied):
+    runs, server = copied
+    heuristic = run_id(runs, "heuristic")
+    hold_lock(runs / heuristic)
+    live_page = server.get(f"/runs/{heuristic}")[2].decode()
+    assert "The page refreshes by itself" in live_page and "data-status-url" in live_page  # the live page polls
+    html = export_html(RunStore(runs / heuristic)).read_text()
+    for live_part in ("refreshes by itself", "data-status-url", "data-fragment-url", "data-signature", "data-live",
+                      'class="pulse"', "live ·", 'class="alert live"'):
+        assert live_part not in html, live_part
+    assert "This report is a snapshot: the run was running when it was exported" in html
+    assert "running (when exported)" in html
+
+
+def test_the_run_shows_when_it_was_started_in_local_time_with_the_zone(copied):
+    runs, server = copied
+    heuristic = run_id(runs, "heuristic")
+    store = RunStore(runs / heuristic)
+    created = 1_700_000_123.0
+    store.set_state(created=created)
+    moment = datetime.fromtimestamp(created).astimezone()
+    shown = moment.strftime("%Y-%m-%d %H:%M:%S %Z")
+    assert moment.strftime("%Z")  # the zone is named
+    html = server.get(f"/runs/{heuristic}")[2].decode()
+    assert f'<dt>started</dt><dd><time class="run-created" datetime="{moment.isoformat(timespec="seconds")}">{shown}</time></dd>' in html
+    assert f"<td>{shown}</td>" in server.get("/")[2].decode()
+
+    # a run whose state has no `created` (its loop never started): the stamp its folder was named with, not a file's mtime
+    state = store.state()
+    state.pop("created")
+    store.write_json("state.json", state)
+    os.utime(store.root / "config.json", (0, 0))
+    named = datetime.strptime(heuristic[:15], "%Y%m%d-%H%M%S").astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+    assert f">{named}</time>" in server.get(f"/runs/{heuristic}")[2].decode()

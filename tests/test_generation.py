@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import traceback
 from pathlib import Path
 
@@ -10,10 +11,11 @@ import numpy as np
 import pytest
 
 from policies.reward_program import compile_reward, normalise_output
-from sim_envs import get_task, render_view_doc
+from sim_envs import get_task, list_tasks, render_view_doc
 from sim_envs.errors import ConfigError
 from sim_envs.fetch_tasks import FetchReachView, FetchRobot
-from sim_envs.view_base import frozen
+from sim_envs.locomotion_tasks import PlanarWalkerView
+from sim_envs.view_base import frozen, view_field_paths
 from text2reward.generation.extraction import extract_code
 from text2reward.generation.prompting import (
     build_error_messages,
@@ -27,7 +29,7 @@ from text2reward.generation.prompting import (
     retrieve_examples,
     trim_error_text,
 )
-from text2reward.generation.retrieval import load_examples
+from text2reward.generation.retrieval import compatible, load_examples, rank_examples, reads_only_view_fields
 
 TASK_IDS = ["metaworld/pick-place-v3", "fetch/push", "hopper/front_flip"]
 CONTRACT_MARKERS = ["compute_dense_reward(self, action)", "(total, components)", "`numpy`", "`math`", "success bonus"]
@@ -88,7 +90,7 @@ def test_retrieval_ranks_related_example_first_and_never_the_task_itself(example
     ids = [e.task_id for e in found]
     assert task.id not in ids
     assert ids[0] == "metaworld/drawer-open-v3"
-    assert len(ids) == 4
+    assert len(ids) == 3 and "hopper/forward" not in ids  # a locomotion example never reaches a MetaWorld task
     assert found[0].description == "Pull the drawer open by its handle."
     assert "Provenance notes" not in found[0].code and "marker_drawer_open" in found[0].code
 
@@ -106,6 +108,90 @@ def test_own_example_is_excluded_by_file_name_without_docstring(tmp_path: Path) 
     assert next(e for e in examples if e.task_id == "fetch/push").description == get_task("fetch/push").description
     assert [e.task_id for e in retrieve_examples(get_task("fetch/push"), 5, tmp_path)] == ["fetch/reach"]
     assert retrieve_examples(get_task("fetch/push"), 0, tmp_path) == []
+
+
+def _compatible_views(a, b) -> bool:
+    return a.view_class is b.view_class or set(view_field_paths(a.view_class)) == set(view_field_paths(b.view_class))
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_retrieved_examples_fit_every_registered_task(k: int) -> None:
+    """The real examples: for every task, k examples, each from its family or its view, never its own."""
+    examples = load_examples()
+    for task in list_tasks():
+        found = retrieve_examples(task, k, None)
+        assert task.id not in [e.task_id for e in found]
+        for example in found:
+            source = get_task(example.task_id)
+            assert source.family == task.family or _compatible_views(source, task), f"{task.id} was offered {example.task_id}"
+        assert len(found) == min(k, sum(compatible(e, task) for e in examples))  # as many as fit, no padding
+        if task.source == "builtin" and k == 2:
+            assert len(found) == 2, f"{task.id}: only {[e.task_id for e in found]}"
+        readable = [e for e in examples if compatible(e, task) and reads_only_view_fields(e, task)]
+        assert all(reads_only_view_fields(e, task) for e in found[: len(readable)]), f"{task.id}: readable examples come first"
+
+
+def test_back_flip_is_never_offered_a_manipulation_example() -> None:
+    task = get_task("hopper/back_flip")
+    for k in (1, 2, 5, 100):
+        ids = [e.task_id for e in retrieve_examples(task, k, None)]
+        assert ids and not any(i.startswith(("metaworld/", "fetch/")) for i in ids), ids
+        assert "hopper/back_flip" not in ids
+    assert retrieve_examples(task, 1, None)[0].task_id == "hopper/front_flip"
+
+
+def test_manipulation_tasks_are_never_offered_a_locomotion_example() -> None:
+    locomotion = {t.id for t in list_tasks("locomotion")}
+    for task in list_tasks():
+        if task.family != "locomotion":
+            assert not {e.task_id for e in retrieve_examples(task, 100, None)} & locomotion, task.id
+
+
+def test_fewer_examples_rather_than_another_family(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    _write_example(tmp_path, "halfcheetah/forward", "Run forward.", "marker_own")
+    _write_example(tmp_path, "hopper/forward", "Hop forward.", "marker_hop")
+    _write_example(tmp_path, "metaworld/reach-v3", "Move the gripper to the goal position.", "marker_reach")
+    _write_example(tmp_path, "fetch/push", "Push the block.", "marker_push")
+    with caplog.at_level("WARNING", logger="text2reward.generation.retrieval"):
+        found = retrieve_examples(get_task("halfcheetah/forward"), 3, tmp_path)
+    assert [e.task_id for e in found] == ["hopper/forward"]
+    assert "1 of the 3 examples" in caplog.text and "another family" in caplog.text
+    (tmp_path / "hopper__forward.py").unlink()
+    assert retrieve_examples(get_task("halfcheetah/forward"), 2, tmp_path) == []
+    with pytest.raises(ConfigError, match="--few-shot 0"):  # the prompt refuses rather than cross families
+        build_initial_messages(get_task("halfcheetah/forward"), few_shot=2, examples_dir=tmp_path)
+    caplog.clear()
+    assert [e.task_id for e in retrieve_examples(get_task("metaworld/push-v3"), 1, tmp_path)] == ["metaworld/reach-v3"]
+    assert not caplog.text  # enough examples: nothing to say
+
+
+def test_examples_of_the_same_view_cross_a_family_name(tmp_path: Path) -> None:
+    """A user task in its own family but on a built-in view (or a view with the same fields) gets that view's examples."""
+    _write_example(tmp_path, "hopper/forward", "Hop forward.", "marker_hop")
+    _write_example(tmp_path, "ant/forward", "Walk forward.", "marker_ant")
+    _write_example(tmp_path, "metaworld/reach-v3", "Move the gripper to the goal position.", "marker_reach")
+    _write_example(tmp_path, "custom/elsewhere", "An unregistered task.", "marker_unknown")
+    examples = load_examples(tmp_path)
+    hop = dataclasses.replace(get_task("hopper/forward"), id="custom/hop_high", family="custom", description="Hop as high as it can.")
+    assert {s.example.task_id for s in rank_examples(hop, examples)} == {"custom/elsewhere", "hopper/forward"}
+
+    @dataclasses.dataclass(slots=True)
+    class MyPlanarView(PlanarWalkerView):
+        """The same fields as PlanarWalkerView under another name."""
+
+    lookalike = dataclasses.replace(hop, family="mine", view_class=MyPlanarView)
+    assert [s.example.task_id for s in rank_examples(lookalike, examples)] == ["hopper/forward"]
+    reach_view = dataclasses.replace(hop, family="mine", view_class=FetchReachView)
+    assert rank_examples(reach_view, examples) == []
+
+
+def test_examples_reading_missing_attributes_come_last() -> None:
+    """An Ant task may see a Hopper flip (same family), but only after every example its view can read."""
+    ranked = rank_examples(get_task("ant/wave_leg"), load_examples())
+    flags = [s.readable for s in ranked]
+    assert flags == sorted(flags, reverse=True) and flags[0]
+    flip = next(s for s in ranked if s.example.task_id == "hopper/front_flip")
+    assert not flip.readable  # it reads torso.pitch, which the AntView has not
 
 
 def test_few_shot_prompt_shows_examples_but_not_own_code(examples_dir: Path) -> None:
@@ -137,10 +223,10 @@ def test_real_examples_directory() -> None:
         assert extracted.ok, (example.task_id, extracted.error)
         assert extracted.code.strip() == example.code.strip()
     task = get_task(examples[0].task_id)
-    others = [e for e in examples if e.task_id != task.id]
+    others = [e for e in examples if e.task_id != task.id and get_task(e.task_id).family == task.family]
     found = retrieve_examples(task, len(examples), None)
     assert task.id not in [e.task_id for e in found]
-    assert len(found) == len(others)
+    assert {e.task_id for e in found} == {e.task_id for e in others}
     if others:
         user = _user(build_initial_messages(task, few_shot=1))
         assert found[0].code.strip() in user

@@ -111,16 +111,16 @@ class Loop:
                 final = self.finalize()
             from text2reward.runs.report import write_report
 
-            report = write_report(self.store)
             elapsed = state.get("wall_seconds", 0.0) + time.perf_counter() - started
             interrupted = [c["id"] for c in self.store.candidates() if c["status"] == "interrupted"]
             status, reason = "finished", None
             if interrupted or final.get("interrupted"):
                 status = "incomplete"
                 self.say(f"some training was interrupted ({', '.join(interrupted) or 'final comparison'}): "
-                         f"`t2r resume {self.store.run_id}` finishes it")
+                         f"`t2r resume {self.store.run_id} --runs-dir {self.store.runs_dir}` finishes it")
             elif final.get("best_candidate") is None:
                 status, reason = "no_result", no_result_reason(self.store.candidates())
+            report = write_report(self.store, status, reason)
             self.store.set_state(status=status, reason=reason, wall_seconds=round(elapsed, 1),
                                  report=self.store.relative(report))
             return final
@@ -482,10 +482,13 @@ def no_result_reason(candidates: list[Candidate]) -> str:
 def start_run(config: RunConfig, runs_dir: Path, progress: Progress | None = None, backend: Backend | None = None,
               display: JobDisplay | None = None) -> RunStore:
     """Check everything that can be checked, then create the run folder and run it."""
-    from text2reward.preflight import check_run_config
+    from text2reward.preflight import budget_warning, check_run_config
 
     config = check_run_config(config, backend_given=backend is not None)
     require_sandbox()
+    warning = budget_warning(get_task(config.task_id), config.steps)
+    if warning and progress is not None:
+        progress(warning)
     store = RunStore.create(runs_dir, config)
     try:
         loop = Loop(store, backend, progress, display)

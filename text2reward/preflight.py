@@ -38,6 +38,18 @@ def check_train_config(config: TrainConfig) -> Task:
     return task
 
 
+SHORT_BUDGET_FRACTION = 0.1
+"""A budget under this share of the task's default is a smoke test, not an attempt to learn the task."""
+
+
+def budget_warning(task: Task, steps: int | None) -> str | None:
+    """One warning when `--steps` is far below what the task usually needs, so a low success is not a surprise."""
+    if steps is None or steps >= SHORT_BUDGET_FRACTION * task.default_steps:
+        return None
+    return (f"warning: --steps {steps} is far below {task.id}'s usual budget of {task.default_steps:,} steps: "
+            "expect little or no success (fine for a smoke test)")
+
+
 def check_device(device: str) -> None:
     """`cuda:N` names a GPU that exists (resolve_device already refused CUDA on a machine without one)."""
     if device.startswith("cuda:"):

@@ -15,5 +15,14 @@ from text2reward.cli.shared import app
 __all__ = ["app", "main"]
 
 
+THIRD_PARTY_NOISE = (
+    r".*Constant\(s\) may be too high.*",   # MetaWorld, on every env it builds: nothing a user can act on
+)
+
+
 def main() -> None:
+    import warnings
+
+    for message in THIRD_PARTY_NOISE:
+        warnings.filterwarnings("ignore", message=message)
     app()

@@ -26,12 +26,12 @@ from text2reward.cli.shared import (
 from text2reward.errors import ConfigError
 
 
-@app.command()
+@app.command(epilog="Example: t2r prompt --task metaworld/drawer-open-v3 --few-shot 2   |   t2r prompt --run latest")
 @friendly
 def prompt(
     task: Annotated[Optional[str], typer.Option(help="task id")] = None,
     few_shot: Annotated[int, typer.Option("--few-shot", help="number of retrieved expert examples")] = 0,
-    run_id: Annotated[Optional[str], typer.Option("--run", help="print the prompt this run waits on (--llm file)")] = None,
+    run_id: Annotated[Optional[str], typer.Option("--run", metavar="RUN_ID", help="print the prompt this run waits on (--llm file); an id, a prefix, or latest")] = None,
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
     task_file: TaskFileOption = None,
 ) -> None:
@@ -59,7 +59,7 @@ def pending_prompt(runs_dir: Path, run_id: str) -> str:
     return (store.root / str(state["pending_prompt"])).read_text()
 
 
-@app.command()
+@app.command(epilog="Example: t2r validate --task metaworld/reach-v3 --code my_reward.py")
 @friendly
 def validate(
     task: Annotated[str, typer.Option(help="task id whose real states the code runs on")],
@@ -81,13 +81,28 @@ def validate(
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=2, default=str))
     else:
-        console.print("[green]ok[/green]" if report.ok else "[red]rejected[/red]")
-        for error in report.errors:
-            console.print(f"  - {error}", highlight=False, markup=False)
+        print_validation(report)
     raise typer.Exit(0 if report.ok else 1)
 
 
-@app.command()
+def print_validation(report: Any) -> None:
+    """The verdict, then every check on one line (what it found, µs per call), then the errors in full."""
+    from rich.markup import escape
+
+    verdict = "[green]ok[/green]: it may train" if report.ok else "[red]rejected[/red]"
+    where = f" ({report.n_states} states, {report.seconds:.1f} s; {report.isolation})" if report.isolation else ""
+    console.print(verdict + escape(where), highlight=False, soft_wrap=True)
+    marks = {True: "[green]ok[/green]  ", False: "[red]fail[/red]", None: "[dim]skip[/dim]"}
+    for name, check in report.checks.items():
+        lines = str(check.get("detail") or "").splitlines() or [""]
+        first = escape(next((x for x in lines if x and not x.startswith((" ", "Traceback", "hint:"))), lines[0]))
+        line = f"  {marks[check.get('ok')]} {name:<18} {first}"
+        console.print(f"[dim]{line}[/dim]" if check.get("ok") is None else line, highlight=False, soft_wrap=True)
+    for error in report.errors:
+        console.print(f"  - {error}", highlight=False, markup=False, soft_wrap=True)
+
+
+@app.command(epilog="Example: t2r run --task fetch/push --llm openai --base-url http://localhost:11434/v1 --model qwen2.5-coder --samples 4")
 @friendly
 def run(
     task: Annotated[str, typer.Option(help="task id")],
@@ -137,10 +152,10 @@ def run(
     print_run_outcome(store)
 
 
-@app.command()
+@app.command(epilog="Example: t2r resume latest   |   t2r resume 20261123-1336 --reply-file r1.md")
 @friendly
 def resume(
-    run_id: Annotated[str, typer.Argument(help="the run to continue")],
+    run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="the run to continue: its id, a unique prefix, or latest")],
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
     rounds: Annotated[Optional[int], typer.Option(help="raise the number of rounds")] = None,
     reply_file: Annotated[Optional[list[Path]], typer.Option(help="more reply files for a run made with --llm file")] = None,
@@ -165,7 +180,7 @@ def resume(
     print_run_outcome(store)
 
 
-@app.command()
+@app.command(epilog="Example: t2r demo --runs-dir /tmp/runs")
 @friendly
 def demo(
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
@@ -190,7 +205,7 @@ def demo(
         console.print(f"rollout video: {video}")
 
 
-@app.command()
+@app.command(epilog="Example: t2r doctor --json")
 @friendly
 def doctor(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Which sandbox isolation is active here and what each mechanism's self-test found."""

@@ -13,6 +13,7 @@ from text2reward.cli.shared import (
     TaskFileOption,
     app,
     console,
+    err_console,
     friendly,
     load_extra_tasks,
     parse_overrides,
@@ -41,6 +42,9 @@ def tasks(
         console.print(render_view_doc(task), highlight=False, markup=False)
         return
     selected = list_tasks(family)
+    if family and not selected:
+        known = sorted({t.family for t in list_tasks()})
+        raise ConfigError(f"unknown --family {family!r}; the families are {', '.join(known)}")
     if as_json:
         typer.echo(json.dumps([t.summary() for t in selected], indent=2))
         return
@@ -81,10 +85,16 @@ def train(
         eval_freq=eval_freq, eval_episodes=eval_episodes, stop_at_success=stop_at_success, progress=True,
         overrides=parse_overrides(hp),
     )
-    check_train_config(config)  # the task, numbers, device and --hp keys, before a sandbox or an env starts
+    from text2reward.preflight import budget_warning
+
+    task_obj = check_train_config(config)  # the task, numbers, device and --hp keys, before a sandbox or an env starts
+    warning = budget_warning(task_obj, steps)
+    if warning:
+        err_console.print(warning, highlight=False, markup=False, soft_wrap=True)
     reward_fn = _reward_for_training(reward, trusted_reward)
     try:
-        result = run_training(config, reward_fn=reward_fn)
+        result = run_training(config, reward_fn=reward_fn,
+                              on_phase=lambda phase: console.print(f"{phase}...", highlight=False, soft_wrap=True))
     finally:
         close = getattr(reward_fn, "close", None)
         if close is not None:
@@ -100,6 +110,8 @@ def train(
 def _reward_for_training(spec: str, trusted: bool) -> Any:
     """expert / sparse are resolved by training (which checks the task has an expert reward); a file is
     jailed unless the user vouches for it."""
+    if spec.lower() in ("expert", "sparse") and spec not in ("expert", "sparse"):
+        raise ConfigError(f"--reward {spec} is not a reward; did you mean --reward {spec.lower()}?")
     if spec in ("expert", "sparse"):
         if trusted:
             raise ConfigError("--trusted-reward applies to a --reward FILE.py only; drop it for expert or sparse")
@@ -125,13 +137,15 @@ def evaluate(
     from policies.task_env import make_task_env
     from policies.train import load_policy
     from sim_envs import get_task
+    from text2reward.cli.shared import err_console
 
     load_extra_tasks(task_file)
     policy, meta = load_policy(model)
     task = get_task(meta["task"])
     env = make_task_env(task, SparseReward(), seed=seed)
-    try:
-        result = run_eval(env, model_actor(policy), episodes, seed=seed)
+    try:  # with --json, stdout is the JSON alone and progress goes to stderr
+        with _EpisodeProgress(err_console if as_json else console, f"evaluating {task.id}", episodes) as progress:
+            result = run_eval(env, model_actor(policy), episodes, seed=seed, on_episode=progress)
     finally:
         env.close()
     summary = {"task": task.id, "episodes": episodes, "success_rate": result.success_rate,
@@ -151,9 +165,11 @@ def video(
     episodes: Annotated[int, typer.Option()] = 1,
     seed: Annotated[int, typer.Option()] = 100,
     size: Annotated[int, typer.Option(help="frame width and height in pixels")] = 320,
+    render_every: Annotated[Optional[int], typer.Option(
+        min=1, help="render one frame every N control steps (default: as few as keep the video at 30 fps or less)")] = None,
     task_file: TaskFileOption = None,
 ) -> None:
-    """Record a rollout video of a saved policy (offscreen rendering)."""
+    """Record a rollout video of a saved policy (offscreen rendering), played at real time."""
     from policies.evaluate import model_actor
     from policies.train import load_policy
     from policies.video import record_video
@@ -163,5 +179,40 @@ def video(
     policy, meta = load_policy(model)
     task = get_task(meta["task"])
     path = out or (model / "rollout.mp4")
-    info = record_video(task, model_actor(policy), path, episodes=episodes, seed=seed, size=size)
-    console.print(f"wrote {info['path']} ({info['frames']} frames at {info['fps']} fps, successes {info['successes']})")
+    with _EpisodeProgress(console, f"recording {task.id}", episodes) as progress:
+        info = record_video(task, model_actor(policy), path, episodes=episodes, seed=seed, size=size,
+                            render_every=render_every, on_episode=progress)
+    every = "every step" if info["render_every"] == 1 else f"every {info['render_every']} steps"
+    console.print(f"wrote {info['path']} ({info['frames']} frames, {every}, at {info['fps']:g} fps; successes {info['successes']})",
+                  highlight=False, soft_wrap=True)
+
+
+class _EpisodeProgress:
+    """`t2r evaluate` and `t2r video` progress: a line per finished episode (success, return, length), under a
+    Rich bar while the output is a terminal; plain lines, never a redrawn or hard-wrapped bar, in a file or pipe."""
+
+    def __init__(self, out: Any, label: str, episodes: int):
+        self.out, self.label, self.episodes = out, label, episodes
+        self._progress: Any = None
+        self._bar: Any = None
+
+    def __enter__(self) -> _EpisodeProgress:
+        if self.out.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                      TimeElapsedColumn(), console=self.out, transient=True)
+            self._progress.start()
+            self._bar = self._progress.add_task(self.label, total=self.episodes)
+        return self
+
+    def __call__(self, index: int, stats: Any) -> None:
+        self.out.print(f"episode {index + 1}/{self.episodes}: {'success' if stats.success else 'failure'}, "
+                       f"return {stats.episode_return:.2f} (native {stats.native_return:.1f}), {stats.length} steps",
+                       highlight=False, markup=False, soft_wrap=True)
+        if self._progress is not None:
+            self._progress.advance(self._bar)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()

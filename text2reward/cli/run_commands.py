@@ -33,18 +33,23 @@ def runs_list(ctx: typer.Context, runs_dir: RunsDirOption = DEFAULT_RUNS_DIR, as
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
-    table = Table("run", "task", "backend", "status", "rounds", "best success", "tokens", "wall s", title=f"runs in {runs_dir}")
+    table = Table("task", "backend", "status", "rounds", "best success", "tokens", "wall s", title=f"runs in {runs_dir}")
+    table.add_column("run", no_wrap=True, overflow="fold")  # full ids: they are what every other command takes
     for r in rows:
         backend = r["backend"] + (" (rule-based)" if r["backend"] == "heuristic" else f" {r['model'] or ''}")
         best = "-" if r["best_success"] is None else f"{r['best_success']:.2f}"
-        table.add_row(r["run_id"], r["task_id"], backend, r["status"], str(r["rounds_done"]), best,
-                      str(r["prompt_tokens"] + r["completion_tokens"]), f"{r['wall_seconds'] or 0:.0f}")
+        table.add_row(r["task_id"], backend, r["status"].replace("_", " "), str(r["rounds_done"]), best,
+                      str(r["prompt_tokens"] + r["completion_tokens"]), f"{r['wall_seconds'] or 0:.0f}", r["run_id"])
     console.print(table)
+    for r in rows:
+        if r["status"] == "interrupted":
+            console.print(f"{r['run_id']} was interrupted: `t2r resume {r['run_id']} --runs-dir {runs_dir}` finishes it",
+                          highlight=False, soft_wrap=True, markup=False)
 
 
-@runs_app.command("show")
+@runs_app.command("show", epilog="Example: t2r runs show latest")
 @friendly
-def runs_show(run_id: Annotated[str, typer.Argument()], runs_dir: RunsDirOption = DEFAULT_RUNS_DIR) -> None:
+def runs_show(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="the run: its id, a unique prefix, or latest")], runs_dir: RunsDirOption = DEFAULT_RUNS_DIR) -> None:
     """Summarise one run: best success per round, token cost, wall time, the final comparison."""
     from text2reward.runs.ranking import best_candidate
     from text2reward.runs.store import RunStore
@@ -53,7 +58,12 @@ def runs_show(run_id: Annotated[str, typer.Argument()], runs_dir: RunsDirOption 
     config, state = store.config(), store.state()
     candidates = store.candidates()
     author = "heuristic (rule-based, no language model)" if config.backend == "heuristic" else f"{config.backend} {config.model or ''}"
-    console.print(f"[bold]{run_id}[/bold] {config.task_id} by {author}: {state.get('status')}, {state.get('wall_seconds', 0):.0f} s")
+    status = store.status()
+    console.print(f"[bold]{store.run_id}[/bold] {config.task_id} by {author}: {status.replace('_', ' ')}, "
+                  f"{state.get('wall_seconds', 0):.0f} s", highlight=False, soft_wrap=True)
+    if status == "interrupted":
+        console.print(f"its process stopped before the run ended; finish it with `t2r resume {store.run_id} --runs-dir {runs_dir}`",
+                      highlight=False, soft_wrap=True, markup=False)
     table = Table("round", "candidates", "best", "best success")
     rounds = sorted({c["round"] for c in candidates})
     for r in rounds:
@@ -71,10 +81,10 @@ def runs_show(run_id: Annotated[str, typer.Argument()], runs_dir: RunsDirOption 
     console.print(f"directory: {store.root}")
 
 
-@app.command()
+@app.command(epilog="Example: t2r feedback latest --candidate r0-s1 --text 'lift the block higher before moving it'")
 @friendly
 def feedback(
-    run_id: Annotated[str, typer.Argument(help="the run to give feedback on")],
+    run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="the run to give feedback on: its id, a unique prefix, or latest")],
     candidate: Annotated[Optional[str], typer.Option(help="the candidate you critique, e.g. r0-s1")] = None,
     text: Annotated[Optional[str], typer.Option(help="what the robot did wrong / what you want")] = None,
     best: Annotated[Optional[str], typer.Option(help="the candidate whose behaviour you prefer")] = None,
@@ -88,13 +98,13 @@ def feedback(
     store = RunStore.open(runs_dir, run_id)
     event = submit_feedback(store, candidate=candidate, text=text, best=best, worst=worst)
     console.print(f"stored feedback #{event['id']} for round {event['for_round']} in {store.root / 'events.json'}; "
-                  f"run `t2r resume {run_id} --runs-dir {runs_dir}` to generate it")
+                  f"run `t2r resume {store.run_id} --runs-dir {runs_dir}` to generate it")
 
 
-@app.command()
+@app.command(epilog="Example: t2r dashboard --runs-dir runs --port 8765")
 @friendly
 def dashboard(
-    runs_dir: Annotated[Path, typer.Option("--runs", "--runs-dir", help="where runs live (with index.sqlite)")] = DEFAULT_RUNS_DIR,
+    runs_dir: Annotated[Path, typer.Option("--runs-dir", "--runs", help="where runs live (with index.sqlite)")] = DEFAULT_RUNS_DIR,
     host: Annotated[str, typer.Option(help="interface to bind; the default keeps the dashboard on this machine")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port")] = 8765,
 ) -> None:
@@ -106,10 +116,10 @@ def dashboard(
     serve(runs_dir, host=host, port=port)
 
 
-@app.command()
+@app.command(epilog="Example: t2r report latest --html")
 @friendly
 def report(
-    run_id: Annotated[str, typer.Argument(help="the run to report on")],
+    run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="the run to report on: its id, a unique prefix, or latest")],
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
     html: Annotated[bool, typer.Option("--html", help="also write a self-contained report.html")] = False,
 ) -> None:

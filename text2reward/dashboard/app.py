@@ -30,7 +30,7 @@ from text2reward.dashboard.files import inside, run_root
 from text2reward.dashboard.guard import LOOPBACK_HOSTS, Guard
 from text2reward.dashboard.launch import RECORD_FILE, Launcher
 from text2reward.dashboard.render import STATIC, make_templates
-from text2reward.dashboard.runview import backend_label, display_status, load_run, run_signature
+from text2reward.dashboard.runview import backend_label, display_status, load_run, run_created, run_signature
 from text2reward.errors import ConfigError
 from text2reward.runs.human_feedback import submit_feedback
 from text2reward.runs.store import RunStore, list_runs
@@ -110,11 +110,13 @@ class Dashboard:
             root = run_root(self.runs_dir, row["run_id"])
             if root is None:
                 continue
-            state = RunStore(root).state()
+            run = RunStore(root)
+            state = run.state()
             launching = self.launcher.alive(row["run_id"])
-            status = display_status(state, launching)
+            status = display_status(run, launching)
             rows.append({
                 **row, "status": status, "live": status in ("running", "starting"),
+                "created": run_created(run, state) or row["created"],
                 "rounds_done": state.get("rounds_done", row["rounds_done"]),
                 "best_success": state.get("best_success", row["best_success"]),
                 "wall_seconds": state.get("wall_seconds", row["wall_seconds"]),
@@ -150,7 +152,7 @@ class Dashboard:
         store = self.store(request.path_params["run_id"])
         state = store.state()
         _, alive = self.launch_record(store)
-        status = display_status(state, alive)
+        status = display_status(store, alive)
         return JSONResponse({
             "run_id": store.run_id, "status": status, "live": status in ("running", "starting"),
             "rounds_done": state.get("rounds_done", 0), "best_success": state.get("best_success"),
@@ -217,6 +219,28 @@ class Dashboard:
             return self.page_error(store, 500, message, None)
         return RedirectResponse(f"/runs/{quote(store.run_id)}#round-{event['for_round']}", status_code=303)
 
+    # --- resume an interrupted run -----------------------------------------------------------------------------
+    async def resume(self, request: Request) -> Response:
+        body = await _read_limited(request, MAX_FORM_BYTES)
+        return await run_in_threadpool(self.handle_resume, request, body)
+
+    def handle_resume(self, request: Request, body: bytes | None) -> Response:
+        """The Resume button of an interrupted run: the same background `t2r resume` feedback starts."""
+        store = self.store(request.path_params["run_id"])
+        fields = dict(parse_qsl((body or b"").decode("utf-8", errors="replace")))
+        refused = self.guard.problem(request, fields.get("csrf_token"))
+        if refused:
+            return self.page_error(store, 403, refused, None)
+        if store.status() != "interrupted":
+            return self.page_error(store, 409, f"run {store.run_id} is {store.status().replace('_', ' ')}, not interrupted: "
+                                   "there is nothing to resume", None)
+        try:
+            self.launcher.start(store)
+        except OSError as exc:
+            return self.page_error(store, 500, f"could not start the resume ({exc}); run "
+                                   f"`t2r resume {store.run_id} --runs-dir {self.runs_dir}`", None)
+        return RedirectResponse(f"/runs/{quote(store.run_id)}", status_code=303)
+
     def page_error(self, store: RunStore, status: int, message: str, form: dict[str, str] | None) -> HTMLResponse:
         return self.render("run.html", status_code=status, run=self.view(store), error=message, form=form,
                            runs_dir=str(self.runs_dir))
@@ -259,6 +283,7 @@ def create_app(runs_dir: Path, allowed_hosts: list[str] | None = None) -> Starle
         Route("/runs/{run_id}/export", dashboard.export),
         Route("/runs/{run_id}/files/{path:path}", dashboard.run_file),
         Route("/runs/{run_id}/feedback", dashboard.feedback, methods=["POST"]),
+        Route("/runs/{run_id}/resume", dashboard.resume, methods=["POST"]),
     ]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or LOOPBACK_HOSTS), Middleware(SecurityHeaders)]
     # Starlette types every handler as taking Exception, though it calls this one with HTTPExceptions only

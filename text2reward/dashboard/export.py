@@ -19,7 +19,7 @@ from markupsafe import Markup
 from text2reward.dashboard import code as codeview
 from text2reward.dashboard.files import inside
 from text2reward.dashboard.render import STATIC, make_templates
-from text2reward.dashboard.runview import load_run
+from text2reward.dashboard.runview import format_time, load_run
 from text2reward.runs.store import RunStore
 
 REPORT_FILE = "report.html"
@@ -45,7 +45,7 @@ def export_html(store: RunStore, max_embed_bytes: int = MAX_EMBED_BYTES) -> Path
     view = load_run(store, url_for)
     css = (STATIC / "dashboard.css").read_text() + "\n" + codeview.stylesheet()
     html = make_templates().get_template(REPORT_FILE).render(
-        run=view, css=Markup(css.replace("</", "<\\/")), exported=time.strftime("%Y-%m-%d %H:%M"),
+        run=view, css=Markup(css.replace("</", "<\\/")), exported=format_time(time.time()),
         error=None, form=None, csrf_token="",
     )
     return store.write_text(REPORT_FILE, html)

@@ -13,6 +13,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,16 +46,42 @@ def model_label(config: RunConfig) -> str:
     return config.model or ("pasted replies" if config.backend == "file" else "-")
 
 
-def display_status(state: Mapping[str, Any], launching: bool) -> str:
-    """The run's status as a person should read it: a launched resume counts as live at once."""
-    status = state.get("status", "unknown")
-    if launching and status != "running":
+def display_status(store: RunStore, launching: bool) -> str:
+    """The run's status as a person should read it: a launched resume counts as live at once, and a run whose
+    process died is `interrupted`, never "live" (`RunStore.status` asks the run's lock)."""
+    status = store.status()
+    if (launching and status != "running") or status == "created":
         return "starting"
     return status.replace("_", " ")
 
 
 def format_time(stamp: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
+    """A moment in local time, with the time zone (a run folder is read on other machines too)."""
+    if not stamp:
+        return "-"
+    return datetime.fromtimestamp(stamp).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z").strip()
+
+
+def iso_time(stamp: float | None) -> str:
+    """The same moment for machines (`<time datetime>`): ISO 8601 with the UTC offset."""
+    return datetime.fromtimestamp(stamp).astimezone().isoformat(timespec="seconds") if stamp else ""
+
+
+def run_created(store: RunStore, state: Mapping[str, Any] | None = None) -> float | None:
+    """When the run was started: state.json's `created` (set by the first loop start and kept by every resume),
+    else the stamp in the run id (`RunStore.create` names the folder when it makes it). Never a file's mtime:
+    config.json is rewritten by feedback, which would move the start."""
+    state = store.state() if state is None else state
+    created = state.get("created")
+    if isinstance(created, (int, float)) and created > 0:
+        return float(created)
+    match = re.match(r"(\d{8}-\d{6})-", store.run_id)
+    if match:
+        try:
+            return time.mktime(time.strptime(match[1], "%Y%m%d-%H%M%S"))
+        except (ValueError, OverflowError):
+            return None
+    return None
 
 
 def format_duration(seconds: float | None) -> str:
@@ -71,8 +98,12 @@ def format_duration(seconds: float | None) -> str:
 @dataclass
 class Check:
     name: str
-    ok: bool
+    ok: bool | None  # None: skipped (an earlier check failed), neither passed nor failed
     detail: str
+
+    @property
+    def outcome(self) -> str:
+        return "skipped" if self.ok is None else ("ok" if self.ok else "bad")
 
 
 @dataclass
@@ -111,6 +142,18 @@ class CandidateView:
     def success(self) -> float | None:
         return self.training.get("success_rate")
 
+    @property
+    def checks_passed(self) -> int:
+        return sum(1 for c in self.checks if c.ok is True)
+
+    @property
+    def checks_failed(self) -> int:
+        return sum(1 for c in self.checks if c.ok is False)
+
+    @property
+    def checks_skipped(self) -> int:
+        return sum(1 for c in self.checks if c.ok is None)
+
 
 @dataclass
 class Message:
@@ -140,7 +183,7 @@ class RoundView:
     context: dict[str, Any]
     event: EventView | None
     best_id: str | None
-    state: str  # "done", "in progress" or "waiting"
+    state: str  # "done", "waiting", "in progress" (live run), else what stopped it ("interrupted", "failed", ...)
 
     @property
     def trained(self) -> list[CandidateView]:
@@ -186,14 +229,45 @@ class RunView:
     best_success: float | None
     launch: dict[str, Any] | None
     signature: str
+    created_at: float | None = None
+    untrained_reason: str = ""  # why no candidate trained, by candidate ("" while one has)
 
     @property
     def live(self) -> bool:
         return self.status in LIVE_STATUSES
 
     @property
+    def waiting_for_replies(self) -> bool:
+        return self.status == "waiting for replies"
+
+    @property
+    def feedback_closed(self) -> str:
+        """Why the feedback forms are closed, in a sentence shown beside them ("" when they are open)."""
+        if self.status == "starting":
+            return "Closed while the next round starts: feedback opens again when the run has finished."
+        if self.live:
+            return "Closed while the run is in progress: feedback opens when it has finished."
+        if self.state.get("status") == "feedback_pending":
+            waiting = [e for e in self.events if not e.produced]
+            which = f"#{waiting[-1].id} " if waiting else ""
+            return (f"Closed: feedback {which}is already waiting for the next round; run it first "
+                    f"(`t2r resume {self.run_id}`), then give more.")
+        return ""
+
+    @property
     def accepts_feedback(self) -> bool:
-        return not self.live and self.state.get("status") != "feedback_pending"
+        return not self.feedback_closed
+
+    def critique_closed(self, candidate: CandidateView) -> str:
+        """Why a candidate's critique form is closed ("" when it is open)."""
+        if candidate.status == "pending_training":
+            if self.live:
+                return f"{candidate.id} is still training: it can be critiqued once it has trained and the run has finished."
+            return f"{candidate.id} never finished training (the run stopped first), so it has no behaviour to critique."
+        if not candidate.trained:
+            return (f"{candidate.id} did not train ({candidate.status.replace('_', ' ')}), so it has no behaviour to "
+                    "critique; critique a trained candidate.")
+        return self.feedback_closed
 
     @property
     def wall_time(self) -> str:
@@ -201,7 +275,11 @@ class RunView:
 
     @property
     def created(self) -> str:
-        return format_time(self.state.get("created"))
+        return format_time(self.created_at)
+
+    @property
+    def created_iso(self) -> str:
+        return iso_time(self.created_at)
 
 
 # --- signature: has anything a page shows changed? -------------------------------------------------------------
@@ -212,7 +290,7 @@ SIGNATURE_GLOBS = ("state.json", "events.json", "config.json", "final/summary.js
 
 def run_signature(root: Path, launching: bool = False) -> str:
     """A short hash of the files a run page is drawn from; the page polls it to refresh only on change."""
-    digest = hashlib.sha1(str(launching).encode())
+    digest = hashlib.sha1(f"{launching}:{RunStore(root).status()}".encode())  # a process dying changes no file
     for pattern in SIGNATURE_GLOBS:
         for path in sorted(root.glob(pattern)):
             try:
@@ -229,7 +307,7 @@ def run_signature(root: Path, launching: bool = False) -> str:
 def _checks(validation: dict[str, Any] | None) -> tuple[list[Check], list[str]]:
     if not validation:
         return [], []
-    checks = [Check(name.replace("_", " "), bool(info.get("ok")), str(info.get("detail", "")))
+    checks = [Check(name.replace("_", " "), None if info.get("ok") is None else bool(info.get("ok")), str(info.get("detail", "")))
               for name, info in (validation.get("checks") or {}).items() if isinstance(info, dict)]
     return checks, [str(e) for e in validation.get("errors") or []]
 
@@ -374,6 +452,7 @@ def load_run(store: RunStore, url_for: UrlFor, launch: dict[str, Any] | None = N
     """Everything a run page shows, read once from the run directory."""
     root = store.root
     config, state = store.config(), store.state()
+    status = display_status(store, launching)
     records = store.candidates()
     overall = best_candidate(records)
     round_indices = sorted({r["round"] for r in records} | {
@@ -399,15 +478,38 @@ def load_run(store: RunStore, url_for: UrlFor, launch: dict[str, Any] | None = N
         produced_by = [e for e in events if e.for_round == index]
         produced_by.sort(key=lambda e: e.id == context.get("feedback_event"))  # the one the prompt used, last
         summary = store.round_summary(index)
-        round_state = "done" if summary else ("waiting" if index in waiting else "in progress")
+        round_state = "done" if summary else ("waiting" if index in waiting else _unfinished_round_state(status))
         rounds.append(RoundView(index, views, _messages(prompt), context,
                                 produced_by[-1] if produced_by else None, best["id"] if best else None, round_state))
         previous_best = best or previous_best
     tokens = sum(_tokens(r) for r in records)
     return RunView(
-        run_id=store.run_id, config=config, state=state, status=display_status(state, launching),
+        run_id=store.run_id, config=config, state=state, status=status,
         backend=backend_label(config.backend, config.model), model=model_label(config), rounds=rounds, events=events,
         final=_final(store), overview_chart=_overview(records), tokens=tokens,
         best_id=overall["id"] if overall else None, best_success=overall["training"]["success_rate"] if overall else None,
-        launch=launch, signature=run_signature(root, launching),
+        launch=launch, signature=run_signature(root, launching), created_at=run_created(store, state),
+        untrained_reason="" if overall else _untrained_reason(state, records),
     )
+
+
+def _unfinished_round_state(status: str) -> str:
+    """A round with no summary: in progress only while the run is live; otherwise what stopped it."""
+    if status in LIVE_STATUSES:
+        return "in progress"
+    return status if status in ("interrupted", "failed", "waiting for replies", "incomplete") else "stopped"
+
+
+def _untrained_reason(state: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> str:
+    """Why no candidate trained, by candidate: the run's own reason where it wrote one (`no_result`)."""
+    reason = " ".join(str(state.get("reason") or "").split())
+    prefix = "no candidate trained:"
+    if reason.lower().startswith(prefix):
+        return reason[len(prefix):].strip()
+    if reason:
+        return reason
+    parts = []
+    for record in records:
+        why = " ".join(str(record.get("reason") or "").split())
+        parts.append(f"{record['id']} {str(record.get('status', '?')).replace('_', ' ')}" + (f" ({why[:120]})" if why else ""))
+    return "; ".join(parts) or "no candidate was produced"

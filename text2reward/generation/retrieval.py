@@ -6,12 +6,22 @@ would add gigabytes and a network dependency for no measurable gain at this size
 the view class are weak extra signals: an example written against the same view shows the model
 attributes it can actually read, but the task text should decide.
 
+Only compatible examples are candidates (`compatible`): an example whose task is in the query
+task's family, or whose task's state view is the query's view class or has exactly its fields. A
+locomotion task is never shown a MetaWorld or Fetch reward, nor a manipulation task a locomotion
+one: such an example reads attributes the task's view does not have and teaches the wrong kind of
+reward. Among compatible examples, those that read only attributes the task's view has come before
+those that read others (an Ant reward for a Hopper task), whatever their text scores. When fewer
+compatible examples exist than asked for, fewer are returned and a warning says so: a prompt is
+never padded with an example from another family.
+
 A task's own expert reward is never returned: showing it would turn reward *design* into copying.
 """
 
 from __future__ import annotations
 
 import ast
+import logging
 import math
 import re
 from collections import Counter
@@ -21,6 +31,9 @@ from pathlib import Path
 from prompts import EXAMPLES_DIR, example_task_id
 from sim_envs.errors import ConfigError, UnknownTaskError
 from sim_envs.task import Task
+from sim_envs.view_base import view_field_paths
+
+log = logging.getLogger(__name__)
 
 FAMILY_BONUS = 0.1
 """Added to the cosine similarity when the example's task is in the query task's family."""
@@ -147,25 +160,90 @@ def _is_own(example: Example, task: Task) -> bool:
     return example.task_id == task.id or (example.path is not None and example_task_id(example.path) == task.id)
 
 
+def _field_paths(view_class: type) -> frozenset[str]:
+    return frozenset(view_field_paths(view_class))
+
+
+def _example_task(example: Example) -> Task | None:
+    from sim_envs.registry import get_task
+
+    try:
+        return get_task(example.task_id)
+    except UnknownTaskError:
+        return None
+
+
+def _example_family(example: Example, known: Task | None) -> str:
+    """The registered task's family; for an example of an unregistered task, its id's first part."""
+    return known.family if known is not None else example.task_id.split("/", 1)[0]
+
+
+def compatible(example: Example, task: Task) -> bool:
+    """Whether `example` may be shown for `task`: same family, or the same state view (the same view
+    class, or a view class with exactly the same attribute paths). Never the task's own example."""
+    if _is_own(example, task):
+        return False
+    known = _example_task(example)
+    if _example_family(example, known) == task.family:
+        return True
+    if known is None:
+        return False  # an unregistered task's view is unknown: only its family can vouch for it
+    return known.view_class is task.view_class or _field_paths(known.view_class) == _field_paths(task.view_class)
+
+
+def attributes_read(code: str) -> set[str]:
+    """Every `self.a.b` attribute chain a program reads (`self.torso.position[2]` gives `self.torso.position`).
+
+    Reads through a plain alias count too: after `torso = self.torso`, `torso.pitch` is `self.torso.pitch`.
+    """
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set()
+    aliases = {"self": "self"}
+    for _ in range(4):  # aliases of aliases (`t = self.torso; p = t.position`), a few levels deep
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                chain = _chain(node.value, aliases)
+                if chain is not None and node.targets[0].id != "self":
+                    aliases[node.targets[0].id] = chain
+    chains = {_chain(node, aliases) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    return {c for c in chains if c is not None}
+
+
+def _chain(node: ast.AST, aliases: dict[str, str]) -> str | None:
+    """`self.a.b` for an attribute chain (or bare name) rooted at `self` or an alias of a part of it."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in aliases:
+        return None
+    return ".".join([aliases[node.id], *reversed(parts)])
+
+
+def reads_only_view_fields(example: Example, task: Task) -> bool:
+    """Whether every `self.` attribute the example reads exists in `task`'s state view."""
+    return attributes_read(example.code) <= _field_paths(task.view_class)
+
+
 @dataclass(frozen=True)
 class ScoredExample:
     example: Example
     score: float
+    readable: bool = True
+    """Every attribute the example reads exists in the query task's view."""
 
 
 def rank_examples(task: Task, examples: list[Example]) -> list[ScoredExample]:
-    """All examples except the task's own, best first (ties broken by task id for stable prompts)."""
-    from sim_envs.registry import get_task
-
-    candidates = [e for e in examples if not _is_own(e, task)]
+    """The compatible examples (never the task's own), best first: those that read only attributes of
+    the task's view before the others, then by score (ties broken by task id for stable prompts)."""
+    candidates = [e for e in examples if compatible(e, task)]
     documents = []
     for example in candidates:
-        try:
-            known: Task | None = get_task(example.task_id)
-        except UnknownTaskError:
-            known = None
+        known = _example_task(example)
         notes = known.view_notes if known is not None else ""
-        family = known.family if known is not None else example.task_id.split("/", 1)[0]
+        family = _example_family(example, known)
         view = known.view_class if known is not None else None
         documents.append((example, _task_terms(example.task_id, example.description, notes, family), family, view))
 
@@ -181,13 +259,24 @@ def rank_examples(task: Task, examples: list[Example]) -> list[ScoredExample]:
         score = _cosine(query, _tfidf(terms, idf))
         score += FAMILY_BONUS if family == task.family else 0.0
         score += VIEW_BONUS if view is not None and view is task.view_class else 0.0
-        scored.append(ScoredExample(example, score))
-    scored.sort(key=lambda s: (-s.score, s.example.task_id))
+        scored.append(ScoredExample(example, score, reads_only_view_fields(example, task)))
+    scored.sort(key=lambda s: (not s.readable, -s.score, s.example.task_id))
     return scored
 
 
 def retrieve_examples(task: Task, k: int, examples_dir: str | Path | None = None) -> list[Example]:
-    """The `k` examples most similar to `task`, never the task's own expert reward."""
+    """The `k` compatible examples most similar to `task`, never the task's own expert reward.
+
+    Fewer than `k` when fewer are compatible (a warning says how many and why); never padded with
+    an example from another family or view."""
     if k <= 0:
         return []
-    return [s.example for s in rank_examples(task, load_examples(examples_dir))[:k]]
+    examples = load_examples(examples_dir)
+    found = [s.example for s in rank_examples(task, examples)[:k]]
+    if len(found) < k:
+        log.warning(
+            "few-shot: %d of the %d examples asked for %s are compatible (same family %r or same state view, "
+            "not its own); the prompt shows %d rather than borrow from another family",
+            len(found), k, task.id, task.family, len(found),
+        )
+    return found

@@ -46,9 +46,9 @@ def submit_feedback(
     source: str = "cli",
 ) -> dict[str, Any]:
     """Record the event and add the round it will produce; `t2r resume` (or the dashboard) runs it."""
-    if store.state().get("status") == "running":
+    if store.status() in ("running", "created"):
         raise ConfigError(f"run {store.run_id} is still running; give feedback when it has finished "
-                          f"(if its process was killed, `t2r resume {store.run_id}` finishes it first)")
+                          f"(if its process was killed, `t2r resume {store.run_id} --runs-dir {store.runs_dir}` finishes it first)")
     if best or worst:
         if not (best and worst) or best == worst:
             raise ConfigError("a preference needs two different trained candidates, one best and one worst (e.g. best r0-s0, worst r0-s1)")
@@ -63,7 +63,7 @@ def submit_feedback(
     next_round = max([c["round"] for c in store.candidates()] + [-1]) + 1
     pending = [e for e in store.events() if e.get("for_round", -1) >= next_round]
     if pending:
-        raise ConfigError(f"feedback for round {next_round} is already waiting; run `t2r resume {store.run_id}` first")
+        raise ConfigError(f"feedback for round {next_round} is already waiting; run `t2r resume {store.run_id} --runs-dir {store.runs_dir}` first")
     event.update(author=author or getpass.getuser(), source=source, for_round=next_round)
     stored = store.add_event(event)
     if config.rounds < next_round + 1:

@@ -95,6 +95,12 @@ class RunLock:
                 pass  # the run folder went away: nothing to protect
 
 
+def held_by_a_live_process(root: Path) -> bool:
+    """Whether some process is working on the run in `root` now: its lock exists and is not stale."""
+    holder = read_lock(Path(root) / LOCK_FILE)
+    return holder is not None and stale_reason(holder) is None
+
+
 def read_lock(path: Path) -> dict[str, Any] | None:
     """The lock's record, or None when there is no lock; a garbled lock reads as one with no live owner."""
     try:

@@ -76,7 +76,25 @@ def _fmt(value: Any) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def write_report(store: RunStore) -> Path:
+def status_lines(store: RunStore, status: str, reason: str | None, final: FinalSummary) -> list[str]:
+    """The run's status, and for one that did not end what is still pending and the command that finishes it."""
+    lines = [f"- status: **{status.replace('_', ' ')}**" + (f": {reason}" if reason else "")]
+    if status in ("interrupted", "incomplete", "running", "created", "waiting_for_replies"):
+        config, candidates = store.config(), store.candidates()
+        pending = [c["id"] for c in candidates if c["status"] in ("pending_training", "interrupted")]
+        done = store.state().get("rounds_done", 0)
+        todo = [f"rounds done {done} of {config.rounds}"]
+        if pending:
+            todo.append("training pending for " + ", ".join(pending))
+        if not final:
+            todo.append("the final comparison has not run")
+        lines.append("- this report is **incomplete**: " + "; ".join(todo) + f". `t2r resume {store.run_id} --runs-dir "
+                     f"{store.runs_dir}` finishes the run and rewrites it.")
+    return lines
+
+
+def write_report(store: RunStore, status: str | None = None, reason: str | None = None) -> Path:
+    """`status`: what the run is ending with (the loop knows it before it records it); else its status now."""
     config = store.config()
     candidates = store.candidates()
     final = store.final_summary() or {}
@@ -91,6 +109,7 @@ def write_report(store: RunStore) -> Path:
         f"- reward author: {backend}",
         f"- rounds x samples: {config.rounds} x {config.samples}; training budget {config.steps or 'task default'} steps; workers {config.workers}",
         f"- tokens: {sum(c['tokens']['prompt'] for c in candidates)} prompt, {sum(c['tokens']['completion'] for c in candidates)} completion",
+        *status_lines(store, status or store.status(), reason if status else store.state().get("reason"), final),
         "",
         "## Candidates",
         "",

@@ -90,6 +90,25 @@ class RunConfig:
             raise ConfigError("the openai backend needs --model (or OPENAI_MODEL): e.g. --model gpt-4o or your server's model name")
 
 
+def resolve_run_id(runs_dir: Path, run_id: str) -> str:
+    """`latest`, a full id or a unique prefix -> the run's id; one line naming the choices otherwise."""
+    ids = sorted(p.parent.name for p in runs_dir.glob("*/config.json"))  # ids start with a timestamp: sorted = oldest first
+    listing = f"`t2r runs --runs-dir {runs_dir}` lists them"
+    if run_id == "latest":
+        if not ids:
+            raise ConfigError(f"there are no runs in {runs_dir}; start one with `t2r run` (or pass --runs-dir)")
+        return ids[-1]
+    if run_id in ids:
+        return run_id
+    matches = [i for i in ids if i.startswith(run_id)] if run_id else []
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise ConfigError(f"run id prefix {run_id!r} matches {len(matches)} runs ({', '.join(matches[:4])}"
+                          f"{', ...' if len(matches) > 4 else ''}); give more of the id")
+    raise ConfigError(f"no run {run_id!r} in {runs_dir}; {listing}")
+
+
 def new_run_id(task_id: str) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return f"{stamp}-{task_id.replace('/', '-')}-{uuid.uuid4().hex[:6]}"
@@ -115,15 +134,13 @@ class RunStore:
         store = cls(Path(runs_dir) / new_run_id(config.task_id))
         store.root.mkdir(parents=True, exist_ok=False)
         write_json_atomic(store.root / "config.json", asdict(config))
-        store.set_state(status="running", round=0)
+        store.set_state(status="created", round=0)
         return store
 
     @classmethod
     def open(cls, runs_dir: Path, run_id: str) -> RunStore:
-        root = Path(runs_dir) / run_id
-        if not (root / "config.json").is_file():
-            raise ConfigError(f"no run {run_id!r} in {runs_dir}; list runs with `t2r runs --runs-dir {runs_dir}`")
-        return cls(root)
+        """A run by its id, a unique prefix of it, or `latest` (the newest run in `runs_dir`)."""
+        return cls(Path(runs_dir) / resolve_run_id(Path(runs_dir), run_id))
 
     def config(self) -> RunConfig:
         return RunConfig(**json.loads((self.root / "config.json").read_text()))
@@ -132,6 +149,12 @@ class RunStore:
     def state(self) -> RunState:
         raw = self.read_json("state.json")
         return cast(RunState, upgrade(raw, f"run {self.run_id}")) if raw else {}
+
+    def status(self) -> str:
+        """The run's status as it really is: a run recorded as `running` (or just `created`) whose process is
+        gone, killed or timed out before it could write anything, is `interrupted`."""
+        state = self.state()
+        return effective_status(self.root, state.get("status", "unknown"), state.get("updated"))
 
     def set_state(self, **changes: Any) -> RunState:
         state = stamped({**self.state(), **changes, "updated": time.time()})
@@ -213,6 +236,22 @@ class RunStore:
         self.write_json("events.json", events)
 
 
+LIVE_STATUSES = ("created", "running")
+"""Statuses only a working process keeps; without one holding the run's lock they are stale."""
+STARTING_GRACE_SECONDS = 60.0
+"""A run just `created` has no lock for the moment before its loop starts."""
+
+
+def effective_status(root: Path, recorded: str, updated: float | None) -> str:
+    from text2reward.runs.lock import held_by_a_live_process
+
+    if recorded not in LIVE_STATUSES or held_by_a_live_process(root):
+        return recorded
+    if recorded == "created" and updated is not None and time.time() - updated < STARTING_GRACE_SECONDS:
+        return recorded
+    return "interrupted"
+
+
 # --- the SQLite index ------------------------------------------------------------------------------
 
 _SCHEMA = """
@@ -271,4 +310,7 @@ def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
         db.row_factory = sqlite3.Row
         db.execute(_SCHEMA)
         rows = db.execute("SELECT * FROM runs ORDER BY created DESC").fetchall()
-    return [dict(r) for r in rows if Path(r["path"]).is_dir()]
+    listed = [dict(r) for r in rows if Path(r["path"]).is_dir()]
+    for row in listed:  # the index holds what was last written; a dead run's process wrote nothing more
+        row["status"] = effective_status(Path(row["path"]), row["status"], row["updated"])
+    return listed

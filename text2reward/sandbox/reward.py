@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from sim_envs.errors import ConfigError, RewardProgramError
+from text2reward.sandbox.hints import attribute_hint
 from text2reward.sandbox.limits import Limits
 from text2reward.sandbox.process import ReplyDecoder, SandboxFailure, WorkerProcess
 from text2reward.sandbox.runner import view_modules
@@ -62,7 +63,9 @@ class SandboxedReward:
         self._window.append(time.perf_counter() - started)
         self._calls += 1
         if isinstance(reply, dict):
-            self._fail(f"reward program '{self.name}' failed at call {self._calls}:\n{clean_text(reply['error'])}")
+            error = clean_text(reply["error"])
+            hint = attribute_hint(error, view)
+            self._fail(f"reward program '{self.name}' failed at call {self._calls}:\n{error}" + (f"\n{hint}" if hint else ""))
         total, components = reply
         if not (math.isfinite(total) and all(map(math.isfinite, components.values()))):
             bad = [name for name, value in components.items() if not math.isfinite(value)]

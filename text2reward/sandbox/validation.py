@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sim_envs.task import Task
+from text2reward.sandbox.hints import attribute_hint
 from text2reward.sandbox.limits import Limits
 from text2reward.sandbox.runner import RunResult, run_reward
 from text2reward.sandbox.states import Sample, collect_states
@@ -50,6 +51,10 @@ def validate(code: str, task: Task, samples: list[Sample] | None = None, limits:
     states = collect_states(task) if samples is None else samples
     result = run_reward(code, states, limits, repeats=2)
     checks.update(smoke_checks(result, limits))
+    if result.failed_index is not None and checks.get("runs", {}).get("ok") is False:
+        hint = attribute_hint(checks["runs"]["detail"], states[result.failed_index % len(states)][0])
+        if hint:
+            checks["runs"]["detail"] += f"\n{hint}"
     by_check = {name: [c["detail"]] for name, c in checks.items() if c["ok"] is False}
     return _report(checks, by_check, started, len(states), result.isolation)
 

@@ -88,17 +88,25 @@ def run_job(job: TrainJob) -> dict[str, Any]:
         reward_fn = reward_from_spec(config.reward) if config.reward in ("expert", "sparse") else None
     total = config.steps or task.default_steps
 
+    latest: dict[str, Any] = {}
+
     def publish(point: dict[str, Any]) -> None:  # read by the CLI's progress bars and the dashboard
+        latest.clear()
+        latest.update(point)
         write_json_atomic(out / PROGRESS_FILE, {**point, "total_steps": total})
 
+    def phase(name: str) -> None:  # what the worker does after training, when no step moves for a while
+        write_json_atomic(out / PROGRESS_FILE, {**latest, "total_steps": total, "phase": name})
+
     try:
-        result = train(config, reward_fn=reward_fn, on_eval=publish)
+        result = train(config, reward_fn=reward_fn, on_eval=publish, on_phase=phase)
         record: dict[str, Any] = {"result": result.to_dict(), "warnings": []}
         if job.analysis_episodes > 0 or job.video:
             from policies.train import load_policy
 
             model, _ = load_policy(config.out_dir)
         if job.analysis_episodes > 0:
+            phase(f"analysing {job.analysis_episodes} rollouts")
             try:
                 record.update(analyse(task, model, reward_fn, config.seed, job.analysis_episodes, result.to_dict()))
                 write_text_atomic(out / "feedback.md", record["feedback_text"])
@@ -107,6 +115,7 @@ def run_job(job: TrainJob) -> dict[str, Any]:
         if job.video:
             from policies.video import record_video
 
+            phase("filming a rollout")
             try:
                 record["video"] = record_video(task, model_actor(model), out / "rollout.mp4", episodes=1,
                                                seed=config.seed + 30_000, size=256, keyframes=4)
