@@ -75,6 +75,10 @@ def resolve_device(device: str) -> str:
         raise ConfigError("CUDA was requested but no CUDA GPU is visible; use --device cpu or --device auto")
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda:"):  # a GPU index that exists
+        index, count = device.partition(":")[2], torch.cuda.device_count()
+        if not index.isdigit() or int(index) >= count:
+            raise ConfigError(f"--device {device} names no GPU here: this machine has {count} (use cuda:0 to cuda:{count - 1})")
     return device
 
 

@@ -72,9 +72,10 @@ class RunConfig:
 
     def validate(self) -> None:
         """Numbers and names a person types; each mistake is one line naming the flag."""
-        for name, least in (("rounds", 1), ("samples", 1), ("workers", 1), ("steps", 1), ("eval_freq", 1),
-                            ("eval_episodes", 1), ("concurrency", 1), ("final_seeds", 0), ("few_shot", 0),
-                            ("max_retries", 0), ("fix_attempts", 0)):
+        # steps, eval_freq and eval_episodes are training settings: preflight.check_train_config checks them,
+        # for `t2r train` and for a run's jobs alike
+        for name, least in (("rounds", 1), ("samples", 1), ("workers", 1), ("concurrency", 1), ("final_seeds", 0),
+                            ("few_shot", 0), ("max_retries", 0), ("fix_attempts", 0)):
             value = getattr(self, name)
             if value is not None and value < least:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least {least}, got {value}")
