@@ -21,7 +21,8 @@ class TaskRewardWrapper(gym.Wrapper):
 
     `info` gains: `native_reward` (the env's own reward), `reward_components` (name -> value),
     `step_success` (the task's predicate this step) and `is_success` (the episode's success so
-    far: any step for success_mode "any", this step for "final").
+    far: any step for success_mode "any", this step for "final"). The view's `task_success` is the
+    step's success, so a reward's success bonus fires exactly when evaluation counts a success.
     """
 
     def __init__(self, env: gym.Env, task: Task, reward_fn: RewardFunction):
@@ -35,10 +36,13 @@ class TaskRewardWrapper(gym.Wrapper):
         self._read_view = task.read_view
         self._is_success = task.is_success
         self._success_any = task.success_mode == "any"
+        self._rule = task.success_rule
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         obs, info = self.env.reset(seed=seed, options=options)
-        self.view = self._read_view(self._unwrapped, None)
+        view = self._read_view(self._unwrapped, None)
+        view.task_success = self._rule(view) if self._rule is not None else False  # no step yet: no flag to read
+        self.view = view
         self._episode_success = False
         info["is_success"] = False
         return obs, info
@@ -48,6 +52,7 @@ class TaskRewardWrapper(gym.Wrapper):
         view = self._read_view(self._unwrapped, self.view)
         self.view = view
         step_success = bool(self._is_success(view, info))
+        view.task_success = step_success  # the reward sees exactly the test evaluation uses
         native = float(native)
         total, components = self.reward_fn(view, action, native, step_success)
         self._episode_success = (self._episode_success or step_success) if self._success_any else step_success

@@ -9,11 +9,13 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # offscreen rendering with no display
 
 from sim_envs.errors import Text2RewardError  # noqa: E402
 from sim_envs.registry import derive_task, get_task, list_tasks, load_task_file, register_task  # noqa: E402
+from sim_envs.success_rule import SuccessRule, rule  # noqa: E402
 from sim_envs.task import Task, render_view_doc  # noqa: E402
 from sim_envs.view_base import StateView  # noqa: E402
 
 __all__ = [
     "StateView",
+    "SuccessRule",
     "Task",
     "Text2RewardError",
     "derive_task",
@@ -22,4 +24,5 @@ __all__ = [
     "load_task_file",
     "register_task",
     "render_view_doc",
+    "rule",
 ]

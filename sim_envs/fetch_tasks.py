@@ -14,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 
 from sim_envs.errors import ConfigError
+from sim_envs.success_rule import distance, rule
 from sim_envs.task import Task
 from sim_envs.view_base import StateView, attr, frozen
 
@@ -196,10 +197,32 @@ def fetch_success(view: StateView, info: dict[str, Any]) -> bool:
     return bool(info.get("is_success", 0.0))
 
 
+SUCCESS_DISTANCE = 0.05
+"""Gymnasium-Robotics' `distance_threshold` for every Fetch task; `is_success` is a strict `<` on it."""
+
+
+def gripper_near_goal(view: Any, DISTANCE: float) -> bool:
+    """`robot.ee_position` less than {DISTANCE} m from `goal_position`"""
+    return distance(view.robot.ee_position, view.goal_position) < DISTANCE
+
+
+def object_near_goal(view: Any, DISTANCE: float) -> bool:
+    """`obj.position` less than {DISTANCE} m from `goal_position`"""
+    return distance(view.obj.position, view.goal_position) < DISTANCE
+
+
+SCALE_POINTS = (
+    ("gripper to object", "robot.ee_position", "obj.position"),
+    ("object to goal", "obj.position", "goal_position"),
+)
+REACH_SCALE_POINTS = (("gripper to goal", "robot.ee_position", "goal_position"),)
+
+
 def fetch_tasks() -> list[Task]:
     tasks = []
     for name, (gym_id, description, notes) in FETCH_TASKS.items():
         reach = name == "reach"
+        success_rule = rule(gripper_near_goal if reach else object_near_goal, DISTANCE=SUCCESS_DISTANCE)
         tasks.append(
             Task(
                 id=f"fetch/{name}",
@@ -209,8 +232,10 @@ def fetch_tasks() -> list[Task]:
                 view_class=FetchReachView if reach else FetchObjectView,
                 read_view=read_fetch_reach_view if reach else read_fetch_object_view,
                 is_success=fetch_success,
-                success_doc="Gymnasium-Robotics' is_success (achieved goal within 5 cm of the goal) at the last step",
+                success_doc=success_rule.describe("final"),
                 success_mode="final",
+                success_rule=success_rule,
+                scale_points=REACH_SCALE_POINTS if reach else SCALE_POINTS,
                 max_episode_steps=50,
                 default_steps=20_000,
                 expert_reward_doc=EXPERT_DOC,

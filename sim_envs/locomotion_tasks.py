@@ -1,7 +1,7 @@
 """Gymnasium MuJoCo locomotion with new behaviours (Hopper, Ant) and native forward tasks.
 
-Success tests here are ours (the envs have none); each is a predicate on the state view, written
-out in `success_doc` so a user can see exactly what is judged. `x_velocity` in the views is the
+Success tests here are ours (the envs have none); each is a rule over the state view whose sentence
+(`success_doc`, the prompt's) is rendered from its docstring and constants. `x_velocity` in the views is the
 displacement over the last control step divided by dt, exactly what Gymnasium's forward rewards use.
 """
 
@@ -13,6 +13,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from sim_envs.success_rule import SuccessRule, rule
 from sim_envs.task import SuccessMode, Task
 from sim_envs.view_base import StateView, attr, frozen
 
@@ -188,30 +189,44 @@ def read_ant_view(env: Any, previous: AntView | None) -> AntView:
     )
 
 
-# --- success tests (documented in success_doc, tested in tests/test_locomotion_success.py) ---
+# --- success rules (stated in prompts from these docstrings, tested in tests/test_locomotion_success.py) ---
 
 
-def forward_success(distance: float, view: Any, info: dict[str, Any]) -> bool:
-    return float(view.torso.position[0] - view.torso.init_position[0]) >= distance
+def moved_forward(view: Any, DISTANCE: float) -> bool:
+    """`torso.position[0] - torso.init_position[0]` (distance moved forward, +x) at least {DISTANCE} m"""
+    return float(view.torso.position[0] - view.torso.init_position[0]) >= DISTANCE
 
 
-def flip_success(direction: float, view: PlanarWalkerView, info: dict[str, Any]) -> bool:
-    return direction * view.torso.pitch >= 2 * np.pi
+def flipped_forward(view: PlanarWalkerView, ANGLE: float) -> bool:
+    """`torso.pitch` at least +{ANGLE} rad (one full forward rotation)"""
+    return view.torso.pitch >= ANGLE
 
 
-def wave_leg_success(view: AntView, info: dict[str, Any]) -> bool:
-    foot_raised = view.foot_positions[0, 2] >= 0.3
-    hip_moving = abs(view.joint_velocities[0]) >= 1.0
-    return bool(foot_raised and hip_moving and view.torso.up_vector[2] >= 0.7)
+def flipped_backward(view: PlanarWalkerView, ANGLE: float) -> bool:
+    """`torso.pitch` at most -{ANGLE} rad (one full backward rotation)"""
+    return view.torso.pitch <= -ANGLE
 
 
-def lie_down_success(view: AntView, info: dict[str, Any]) -> bool:
-    low_and_upright = view.torso.position[2] <= 0.40 and view.torso.up_vector[2] >= 0.8
-    still = float(np.linalg.norm(view.torso.velocity)) <= 0.1
-    return bool(low_and_upright and still and np.all(view.foot_positions[:, 2] <= 0.15))
+def waving_leg(view: AntView, HEIGHT: float, HIP_SPEED: float, UPRIGHT: float) -> bool:
+    """`foot_positions[0, 2]` (the front-left foot tip's height) at least {HEIGHT} m, `abs(joint_velocities[0])`
+    (its hip) at least {HIP_SPEED} rad/s, and `torso.up_vector[2]` at least {UPRIGHT}, all on the same step"""
+    foot_raised = view.foot_positions[0, 2] >= HEIGHT
+    hip_moving = abs(view.joint_velocities[0]) >= HIP_SPEED
+    return bool(foot_raised and hip_moving and view.torso.up_vector[2] >= UPRIGHT)
 
 
-def _task(id: str, description: str, gym_id: str, steps: int, view: str, success, success_doc: str, mode: SuccessMode = "any", expert: str | None = None, budget: int = 100_000, notes: str = "", **env_kwargs: Any) -> Task:
+def lying_down(view: AntView, HEIGHT: float, UPRIGHT: float, SPEED: float, FOOT_HEIGHT: float) -> bool:
+    """`torso.position[2]` at most {HEIGHT} m, `torso.up_vector[2]` at least {UPRIGHT}, `np.linalg.norm(torso.velocity)`
+    at most {SPEED} m/s, and every foot tip's height `foot_positions[:, 2]` at most {FOOT_HEIGHT} m"""
+    low_and_upright = view.torso.position[2] <= HEIGHT and view.torso.up_vector[2] >= UPRIGHT
+    still = float(np.linalg.norm(view.torso.velocity)) <= SPEED
+    return bool(low_and_upright and still and np.all(view.foot_positions[:, 2] <= FOOT_HEIGHT))
+
+
+FULL_TURN = 2 * np.pi
+
+
+def _task(id: str, description: str, gym_id: str, steps: int, view: str, success: SuccessRule, mode: SuccessMode = "any", expert: str | None = None, budget: int = 100_000, notes: str = "", **env_kwargs: Any) -> Task:
     planar = view == "planar"
     return Task(
         id=id,
@@ -220,9 +235,10 @@ def _task(id: str, description: str, gym_id: str, steps: int, view: str, success
         env_factory=partial(make_locomotion_env, gym_id, max_episode_steps=steps),
         view_class=PlanarWalkerView if planar else AntView,
         read_view=read_planar_view if planar else read_ant_view,
-        is_success=success,
-        success_doc=success_doc,
+        is_success=success.judge,
+        success_doc=success.describe(mode),
         success_mode=mode,
+        success_rule=success,
         max_episode_steps=steps,
         default_steps=budget,
         expert_reward_doc=expert,
@@ -239,30 +255,31 @@ def locomotion_tasks() -> list[Task]:
     no_fall: dict[str, Any] = {"terminate_when_unhealthy": False}
     return [
         _task("hopper/forward", "Make the hopper hop forward as fast as it can without falling.", "Hopper-v5", 1000, "planar",
-              partial(forward_success, 2.0), "the torso has moved at least 2 m forward (+x) from its start at any step",
+              rule(moved_forward, DISTANCE=2.0),
               expert=NATIVE.format("Hopper-v5", " plus a bonus for staying healthy"), budget=200_000,
               notes="the episode ends early if the hopper falls (torso below 0.7 m or tilted over 0.2 rad)."),
         _task("hopper/front_flip", "Make the hopper do a front flip.", "Hopper-v5", 300, "planar",
-              partial(flip_success, 1.0), "torso pitch has reached +2*pi (one full forward rotation) at any step",
+              rule(flipped_forward, ANGLE=FULL_TURN),
               budget=200_000, notes="the episode does not end when the hopper falls.", **no_fall),
         _task("hopper/back_flip", "Make the hopper do a back flip.", "Hopper-v5", 300, "planar",
-              partial(flip_success, -1.0), "torso pitch has reached -2*pi (one full backward rotation) at any step",
+              rule(flipped_backward, ANGLE=FULL_TURN),
               budget=200_000, notes="the episode does not end when the hopper falls.", **no_fall),
         _task("halfcheetah/forward", "Make the half cheetah run forward as fast as it can.", "HalfCheetah-v5", 1000, "planar",
-              partial(forward_success, 20.0), "the torso has moved at least 20 m forward (+x) from its start at any step",
+              rule(moved_forward, DISTANCE=20.0),
               expert=NATIVE.format("HalfCheetah-v5", ""), budget=100_000),
         _task("walker2d/forward", "Make the walker walk forward as fast as it can without falling.", "Walker2d-v5", 1000, "planar",
-              partial(forward_success, 3.0), "the torso has moved at least 3 m forward (+x) from its start at any step",
+              rule(moved_forward, DISTANCE=3.0),
               expert=NATIVE.format("Walker2d-v5", " plus a bonus for staying healthy"), budget=300_000,
               notes="the episode ends early if the walker falls (torso below 0.8 m or tilted over 1 rad)."),
         _task("ant/forward", "Make the ant walk forward (+x) as fast as it can.", "Ant-v5", 1000, "ant",
-              partial(forward_success, 3.0), "the torso has moved at least 3 m forward (+x) from its start at any step",
+              rule(moved_forward, DISTANCE=3.0),
               expert=NATIVE.format("Ant-v5", " plus a healthy bonus,") + " and contact cost", budget=300_000,
               notes="the episode ends early if the torso leaves the 0.2-1.0 m height band."),
         _task("ant/wave_leg", "Make the ant wave its front left leg in the air while keeping its body upright.", "Ant-v5", 500, "ant",
-              wave_leg_success, "at some step the front-left foot tip is at least 0.3 m high, its hip turns at 1 rad/s or faster, and the torso's up vector has z >= 0.7",
+              rule(waving_leg, HEIGHT=0.3, HIP_SPEED=1.0, UPRIGHT=0.7),
               budget=200_000, notes="the episode does not end when the ant falls or flips.", **no_fall),
         _task("ant/lie_down", "Make the ant lie down flat on its belly and stay there.", "Ant-v5", 500, "ant",
-              lie_down_success, "at the last step the torso centre is at most 0.40 m high, upright (up vector z >= 0.8), moving under 0.1 m/s, all feet on the floor. Note: Gymnasium's Ant sinks to about 0.37 m when its motors idle, so this is the easiest locomotion task: it mostly checks that a reward does not prevent lying still",
-              mode="final", budget=200_000, notes="the episode does not end when the ant falls or flips.", **no_fall),
+              rule(lying_down, HEIGHT=0.40, UPRIGHT=0.8, SPEED=0.1, FOOT_HEIGHT=0.15),
+              mode="final", budget=200_000, notes="the episode does not end when the ant falls or flips. Gymnasium's Ant sinks to "
+              "about 0.37 m when its motors idle, so a reward mainly has to let it lie still.", **no_fall),
     ]

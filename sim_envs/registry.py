@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sim_envs.errors import ConfigError, TaskFileError, UnknownTaskError
+from sim_envs.success_rule import SUCCESS_WHEN, SuccessRule
 from sim_envs.task import Task
 
 _TASKS: dict[str, Task] = {}
@@ -68,9 +69,10 @@ def derive_task(
     *,
     id: str,
     description: str,
-    is_success: Callable[[Any, dict[str, Any]], bool],
-    success_doc: str,
+    is_success: Callable[[Any, dict[str, Any]], bool] | None = None,
+    success_doc: str | None = None,
     success_mode: str | None = None,
+    success_rule: SuccessRule | None = None,
     max_episode_steps: int | None = None,
     default_steps: int | None = None,
     keep_expert_reward: bool = False,
@@ -82,13 +84,25 @@ def derive_task(
     The base's expert reward is dropped unless `keep_expert_reward`: a new behaviour rarely wants
     the old objective as its reference. `view_notes` defaults to the base's: pass new notes when
     `env_kwargs` change what they say (e.g. whether a fall ends the episode), since they reach prompts.
+
+    Success comes either as a `success_rule` (a predicate over the view with named constants: the prompt's
+    sentence, `is_success` and `success_doc` all follow from it) or as `is_success` plus `success_doc`.
     """
     parent = get_task(base)
+    mode = success_mode or parent.success_mode
+    if success_rule is not None:
+        if mode not in SUCCESS_WHEN:
+            raise ConfigError(f"success_mode must be one of {', '.join(SUCCESS_WHEN)}, got {mode!r}")
+        is_success = is_success or success_rule.judge
+        success_doc = success_doc or success_rule.describe(mode)
+    if is_success is None or not success_doc:
+        raise ConfigError(f"task {id}: give derive_task a success_rule=rule(test, NAME=value), or is_success and success_doc")
     changes: dict[str, Any] = dict(
         id=id,
         description=description,
         is_success=is_success,
         success_doc=success_doc,
+        success_rule=success_rule,  # the parent's rule no longer describes this task's success
         source="user",
         expert_reward_doc=parent.expert_reward_doc if keep_expert_reward else None,
         env_kwargs={**parent.env_kwargs, **(env_kwargs or {})},

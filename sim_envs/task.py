@@ -14,6 +14,7 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 
+from sim_envs.success_rule import SuccessRule
 from sim_envs.view_base import StateView, render_view_class_doc
 
 SuccessMode = Literal["any", "final"]
@@ -48,6 +49,12 @@ class Task:
     """Task-specific meaning of view fields (e.g. what `obj` is in this task)."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     source: str = "builtin"
+    success_rule: SuccessRule | None = field(default=None, repr=False)
+    """The success test as a predicate over the view with named constants (what the prompt states). Where the
+    simulator's flag is the judge (`is_success` reads `info`), tests check that this rule agrees with it."""
+    scale_points: tuple[tuple[str, str, str], ...] = ()
+    """(label, view path, view path) pairs whose typical initial distance the prompt states, e.g.
+    ("gripper to object", "robot.ee_position", "obj.position")."""
 
     @property
     def has_expert_reward(self) -> bool:
@@ -63,8 +70,11 @@ class Task:
         return self.env_factory(render_mode=render_mode, seed=seed, **extra, **self.env_kwargs)
 
     def view(self, env: gym.Env, previous: StateView | None = None) -> StateView:
-        """Read the state view from the simulator; `previous` carries episode-start values."""
-        return self.read_view(env.unwrapped, previous)
+        """Read the state view from the simulator; `previous` carries episode-start values. `task_success` is
+        the success rule's verdict here (the training wrapper sets the judge's own after a step)."""
+        view = self.read_view(env.unwrapped, previous)
+        view.task_success = self.success_rule(view) if self.success_rule is not None else False
+        return view
 
     def scripted_policy(self) -> ScriptedPolicy:
         if self.scripted_policy_factory is None:

@@ -36,10 +36,14 @@ def frozen(array: Any) -> np.ndarray:
 
 @dataclass(slots=True)
 class StateView:
-    """Base class of every view; `dt` and `episode_step` are common to all families."""
+    """Base class of every view; `dt`, `episode_step` and `task_success` are common to all families."""
 
     dt: float = attr("seconds of simulated time per environment step (one action)")
     episode_step: int = attr("number of actions taken since the episode started (0 right after reset)")
+    task_success: bool = field(default=False, kw_only=True, metadata={"doc": (
+        "True exactly when the task's success test (stated above) holds on this state: the test evaluation uses. "
+        "Pay a success bonus with it")})
+    """Set by the training wrapper from the task's test after each step; a family's reader leaves it False."""
 
 
 def _type_name(annotation: Any) -> str:

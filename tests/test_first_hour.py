@@ -164,7 +164,7 @@ def test_validate_speaks_and_a_reward_for_another_view_names_the_real_attributes
     refused = t2r("validate", "--task", "hopper/forward", "--code", sawyer)
     assert refused.returncode == 1 and refused.stdout.startswith("rejected")
     assert "fail runs               AttributeError: 'PlanarWalkerView' object has no attribute 'robot'" in refused.stdout
-    hint = "hint: PlanarWalkerView has no 'robot'; its attributes are dt, episode_step, torso"
+    hint = "hint: PlanarWalkerView has no 'robot'; its attributes are dt, episode_step, task_success, torso"
     assert hint in refused.stdout and any(line.split()[:1] == ["skip"] for line in refused.stdout.splitlines())
 
     trained = t2r("train", "--task", "hopper/forward", "--reward", sawyer, "--steps", "200", "--out", tmp_path / "out")
@@ -172,3 +172,37 @@ def test_validate_speaks_and_a_reward_for_another_view_names_the_real_attributes
     assert trained.returncode == 1 and warning.startswith("warning: --steps 200 is far below hopper/forward's usual budget")
     assert error.startswith("error: reward program 'sawyer' failed at call 1:")
     assert hint in error and len(error.splitlines()) < 12, "the reward's own lines only, no Python internals"
+
+
+def _all_commands():
+    import typer
+
+    from text2reward.cli import app
+
+    def walk(command, path):
+        for name, sub in getattr(command, "commands", {}).items():
+            yield (*path, name)
+            yield from walk(sub, (*path, name))
+
+    return list(walk(typer.main.get_command(app), ()))
+
+
+@pytest.mark.parametrize("command", _all_commands(), ids=" ".join)
+def test_every_commands_help_has_an_example_and_no_type_tags_on_flags_or_arguments(command):
+    """Help reads as a person writes it: `RUN_ID` not `{RUN_ID}`, no `<bool>`/`<str>` beside flags or
+    arguments, every option explained, and an example to copy."""
+    from typer.testing import CliRunner
+
+    from text2reward.cli import app
+
+    result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "<bool>" not in result.output
+    usage = next(line for line in result.output.splitlines() if "Usage:" in line)
+    assert "{" not in usage, usage
+    arguments = result.output.split("Arguments")[1].split("Options")[0] if "Arguments" in result.output else ""
+    assert "<" not in arguments, arguments
+    assert "Example: t2r " in result.output
+    for line in result.output.splitlines():
+        if line.lstrip("│ *").startswith("--"):
+            assert len(line.strip("│ ").split()) > 1, f"option without help: {line.strip()}"

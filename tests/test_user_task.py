@@ -127,3 +127,21 @@ def test_an_episode_length_that_cannot_be_honoured_is_refused(monkeypatch):
     with pytest.raises(ConfigError, match="not in env_kwargs"):
         derive_task("fetch/reach", id="custom/bad_length", description="d", is_success=lambda v, i: False,
                     success_doc="never", max_episode_steps=37, env_kwargs={"max_episode_steps": 10})
+
+
+def test_the_readmes_task_file_loads_and_states_its_rule(tmp_path):
+    """The README's `my_task.py` is the first task file a user copies: it must load and state its rule."""
+    import re
+    from pathlib import Path
+
+    from sim_envs import get_task, load_task_file
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    snippet = re.search(r"### Your own task\n```python\n(.*?)```", readme, re.S)
+    assert snippet, "the README's task-file example is gone"
+    path = tmp_path / "my_task.py"
+    path.write_text(snippet.group(1))
+    loaded = load_task_file(path)
+    task = get_task(loaded[0].id)
+    assert task.success_doc == "`torso.position[2]` above 1.6 m, at any step of the episode"
+    assert task.success_rule is not None and task.success_rule.constants == {"HEIGHT": 1.6}

@@ -64,7 +64,7 @@ def pending_prompt(runs_dir: Path, run_id: str) -> str:
 def validate(
     task: Annotated[str, typer.Option(help="task id whose real states the code runs on")],
     code: Annotated[Path, typer.Option(help="a .py file defining compute_dense_reward(self, action)")],
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the verdict as JSON")] = False,
     task_file: TaskFileOption = None,
 ) -> None:
     """Static checks, then an isolated smoke run on real states; exit 0 only when the code is ok."""
@@ -115,12 +115,12 @@ def run(
     max_retries: Annotated[Optional[int], typer.Option(help="retries of a failed model request (default 4)")] = None,
     concurrency: Annotated[Optional[int], typer.Option(help="model requests at once (default: 1 with a local --base-url, else 8)")] = None,
     cache: Annotated[bool, typer.Option(help="reuse replies cached for the same prompt and seed (--no-cache asks again)")] = True,
-    rounds: Annotated[int, typer.Option()] = 2,
+    rounds: Annotated[int, typer.Option(help="rounds of generation and training")] = 2,
     samples: Annotated[int, typer.Option(help="candidates per round (K)")] = 2,
     steps: Annotated[Optional[int], typer.Option(help="training steps per candidate")] = None,
     workers: Annotated[int, typer.Option(help="parallel training workers (W)")] = 2,
-    seed: Annotated[int, typer.Option()] = 0,
-    few_shot: Annotated[int, typer.Option("--few-shot")] = 0,
+    seed: Annotated[int, typer.Option(help="seed of sampling, training and evaluation")] = 0,
+    few_shot: Annotated[int, typer.Option("--few-shot", help="expert examples from similar tasks in the prompt")] = 0,
     vision: Annotated[bool, typer.Option(help="send rollout keyframes to a vision-capable model")] = False,
     screen: Annotated[bool, typer.Option(help="screen candidates on scripted trajectories before training")] = True,
     screen_threshold: Annotated[float, typer.Option(help="share of (success, failure) rollout pairs a reward must rank right")] = 0.7,
@@ -207,7 +207,7 @@ def demo(
 
 @app.command(epilog="Example: t2r doctor --json")
 @friendly
-def doctor(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def doctor(as_json: Annotated[bool, typer.Option("--json", help="print the findings as JSON")] = False) -> None:
     """Which sandbox isolation is active here and what each mechanism's self-test found."""
     from text2reward.sandbox.isolation import MECHANISMS, Isolation, active_isolation, check
 

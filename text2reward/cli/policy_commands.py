@@ -21,7 +21,7 @@ from text2reward.cli.shared import (
 from text2reward.errors import ConfigError
 
 
-@app.command()
+@app.command(epilog="Example: t2r tasks --family fetch   |   t2r tasks --show metaworld/drawer-open-v3")
 @friendly
 def tasks(
     family: Annotated[Optional[str], typer.Option(help="only this family, e.g. metaworld")] = None,
@@ -54,13 +54,13 @@ def tasks(
     console.print(table)
 
 
-@app.command()
+@app.command(epilog="Example: t2r train --task metaworld/reach-v3 --steps 20000 --out runs/train/reach   |   t2r train --task hopper/forward --reward my_reward.py")
 @friendly
 def train(
     task: Annotated[str, typer.Option(help="task id, e.g. metaworld/reach-v3")],
     reward: Annotated[str, typer.Option(help="expert, sparse, or a .py file defining compute_dense_reward")] = "expert",
     steps: Annotated[Optional[int], typer.Option(help="environment steps (default: the task's budget)")] = None,
-    seed: Annotated[int, typer.Option()] = 0,
+    seed: Annotated[int, typer.Option(help="seed of the policy, the environment and evaluation")] = 0,
     out: Annotated[Path, typer.Option(help="output directory")] = Path("runs/train"),
     device: Annotated[str, typer.Option(help="auto, cpu or cuda")] = "auto",
     algo: Annotated[Optional[str], typer.Option(help="sac or ppo (default: the family's)")] = None,
@@ -121,13 +121,13 @@ def _reward_for_training(spec: str, trusted: bool) -> Any:
     return reward_from_file(spec, trusted)
 
 
-@app.command()
+@app.command(epilog="Example: t2r evaluate --model runs/train/reach --episodes 20")
 @friendly
 def evaluate(
     model: Annotated[Path, typer.Option(help="a `t2r train --out` directory")],
-    episodes: Annotated[int, typer.Option()] = 10,
-    seed: Annotated[int, typer.Option()] = 100,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    episodes: Annotated[int, typer.Option(help="episodes to evaluate")] = 10,
+    seed: Annotated[int, typer.Option(help="seed of the first episode's reset")] = 100,
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON on stdout")] = False,
     task_file: TaskFileOption = None,
 ) -> None:
     """Evaluate a saved policy with its task's success test."""
@@ -157,13 +157,13 @@ def evaluate(
                       f"(mean native return {result.mean_native_return:.1f}, mean length {result.mean_length:.0f})")
 
 
-@app.command()
+@app.command(epilog="Example: t2r video --model runs/train/reach --episodes 2 --out reach.mp4")
 @friendly
 def video(
     model: Annotated[Path, typer.Option(help="a `t2r train --out` directory")],
     out: Annotated[Optional[Path], typer.Option(help="mp4 path (default: MODEL/rollout.mp4)")] = None,
-    episodes: Annotated[int, typer.Option()] = 1,
-    seed: Annotated[int, typer.Option()] = 100,
+    episodes: Annotated[int, typer.Option(help="episodes to record, one after another")] = 1,
+    seed: Annotated[int, typer.Option(help="seed of the first episode's reset")] = 100,
     size: Annotated[int, typer.Option(help="frame width and height in pixels")] = 320,
     render_every: Annotated[Optional[int], typer.Option(
         min=1, help="render one frame every N control steps (default: as few as keep the video at 30 fps or less)")] = None,

@@ -17,13 +17,14 @@ from text2reward.cli.shared import (
     friendly,
 )
 
-runs_app = typer.Typer(help="List runs, or show one.", invoke_without_command=True)
+runs_app = typer.Typer(help="List runs, or show one.", invoke_without_command=True,
+                       epilog="Example: t2r runs --runs-dir /tmp/runs   |   t2r runs show latest")
 app.add_typer(runs_app, name="runs")
 
 
 @runs_app.callback()
 @friendly
-def runs_list(ctx: typer.Context, runs_dir: RunsDirOption = DEFAULT_RUNS_DIR, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def runs_list(ctx: typer.Context, runs_dir: RunsDirOption = DEFAULT_RUNS_DIR, as_json: Annotated[bool, typer.Option("--json", help="print the runs as JSON")] = False) -> None:
     """List runs, newest first."""
     if ctx.invoked_subcommand is not None:
         return

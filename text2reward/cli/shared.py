@@ -14,9 +14,10 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from text2reward.cli.help_format import PlainHelpGroup
 from text2reward.errors import ConfigError, Text2RewardError
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="Language-model-written dense rewards for MuJoCo robot tasks.")
+app = typer.Typer(cls=PlainHelpGroup, no_args_is_help=True, add_completion=False, help="Language-model-written dense rewards for MuJoCo robot tasks.")
 console = Console()
 err_console = Console(stderr=True)
 

@@ -19,6 +19,8 @@ import jinja2
 
 from prompts import EXAMPLES_DIR, PROMPTS_DIR
 from sim_envs.errors import ConfigError
+from sim_envs.scale_hints import RESETS as SCALE_RESETS
+from sim_envs.scale_hints import describe_scale_hints, scale_hints
 from sim_envs.task import Task, render_view_doc
 from text2reward.generation.retrieval import Example, retrieve_examples
 from text2reward.sandbox.static import ALLOWED_MODULES, PREIMPORTED
@@ -80,7 +82,8 @@ def _messages(task: Task, template: str, **context: Any) -> list[Message]:
     The contract's list of imports is rendered from the sandbox's own allow-list and pre-imported
     names, so the prompt promises exactly what validation and training accept."""
     user = render_template(
-        template, task=task, view_doc=render_view_doc(task), allowed_modules=ALLOWED_MODULES, preimported=PREIMPORTED, **context
+        template, task=task, view_doc=render_view_doc(task), allowed_modules=ALLOWED_MODULES, preimported=PREIMPORTED,
+        scale_hints=describe_scale_hints(scale_hints(task)), scale_resets=SCALE_RESETS, **context
     )
     return [
         {"role": "system", "content": render_template("system.j2")},

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sim_envs.errors import ConfigError
@@ -128,6 +129,8 @@ class Arm:
     width_full: float | None
     """Only a finger width exists (Fetch): its fully-open value, read from the field's doc."""
     obj_velocity: bool
+    fields: dict[str, str] | None = None
+    """The view's readable paths (for the success bonus)."""
 
     @classmethod
     def of(cls, fields: dict[str, str]) -> Arm:
@@ -135,11 +138,27 @@ class Arm:
         width_full = None
         if not pads and "self.robot.gripper_width" in fields:
             width_full, _ = number(r"(\d*\.\d+)\s*(?:m\s*)?fully open", fields["self.robot.gripper_width"], 0.1)
-        return cls(pads, width_full, "self.obj.velocity" in fields)
+        return cls(pads, width_full, "self.obj.velocity" in fields, fields)
 
 
-def success_radius(plan: P.Plan) -> str:
-    return plan.param("SUCCESS_RADIUS", 0.05, "m, goal distance that earns the success bonus", jitter=False)
+SUCCESS_DISTANCE = r"(?:within|less than) (\d*\.?\d+) m (?:of|from)"
+"""The stated success rule's distance ("`obj.position` within 0.03 m of `goal_position`")."""
+
+
+def success_radius(plan: P.Plan, text: TaskText) -> str:
+    radius, stated = number(SUCCESS_DISTANCE, text.success, 0.05)
+    why = "the success rule's distance" if stated else "goal distance counted as at the goal (no distance stated)"
+    return plan.param("SUCCESS_RADIUS", radius, f"m, {why}", jitter=False)
+
+
+def add_success_bonus(plan: P.Plan, fields: dict[str, str] | None, fallback: str | Callable[[], str], comment: str,
+                      weight: float = 5.0) -> None:
+    """The bonus on the view's `task_success` (exactly the judged test) when it has one, else on `fallback`
+    (a condition, or a function making one, so that its constants are declared only when used)."""
+    if fields is None or "self.task_success" in fields:
+        P.add_success(plan, "self.task_success", weight, comment + " (the task's own success test)")
+    else:
+        P.add_success(plan, fallback if isinstance(fallback, str) else fallback(), weight, comment)
 
 
 def reach_plan(archetype: str, reason: str, task: Task, text: TaskText, arm: Arm) -> P.Plan:
@@ -152,7 +171,7 @@ def reach_plan(archetype: str, reason: str, task: Task, text: TaskText, arm: Arm
     # (per-step reward up to 10, MetaWorld's scale): with weights 1 and 2, SAC on reach-v3 reached
     # 0.2 success by 16k steps; with 5 and 5, 0.6 (one seed each).
     P.add_reach(plan, "d_goal", "gripper to the goal", 5.0, 5.0)
-    P.add_success(plan, f"d_goal < {success_radius(plan)}", 5.0, "bonus while the gripper is at the goal")
+    add_success_bonus(plan, arm.fields, lambda: f"d_goal < {success_radius(plan, text)}", "bonus while the gripper is at the goal")
     return plan
 
 
@@ -166,9 +185,9 @@ def tool_plan(archetype: str, reason: str, task: Task, text: TaskText, arm: Arm)
     P.add_lift(plan, 0.03, deliver_k, 0.5)
     plan.prelude.append("d_tool = float(np.linalg.norm(obj - target))  # tool to the target object")
     P.add_goal_term(plan, "approach", "d_tool", "grasped", 5.0, 1.0, "bring the held tool to the target object (obj2)")
-    radius = success_radius(plan)
+    radius = success_radius(plan, text)
     P.add_goal_term(plan, "deliver", "d_goal", f"grasped or d_goal < {radius}", 8.0, 3.0, "target object (obj2) to the goal, while the tool is held")
-    P.add_success(plan, f"d_goal < {radius}", 5.0, "bonus while the target object is at the goal")
+    add_success_bonus(plan, arm.fields, f"d_goal < {radius}", "bonus while the target object is at the goal")
     return plan
 
 
@@ -179,9 +198,9 @@ def pick_place_plan(archetype: str, reason: str, task: Task, text: TaskText, arm
     P.add_grasp(plan, arm.pads, arm.width_full, 1.0)
     place_k = plan.param("K_PLACE", 8.0, "1/m, sharpness of the 'place' kernel")
     P.add_lift(plan, 0.05, place_k, 1.0)
-    radius = success_radius(plan)
+    radius = success_radius(plan, text)
     P.add_goal_term(plan, "place", "d_goal", f"grasped or d_goal < {radius}", 8.0, 3.0, "object to the goal, while it is held (or already there)")
-    P.add_success(plan, f"d_goal < {radius}", 5.0, "bonus while the object is at the goal")
+    add_success_bonus(plan, arm.fields, f"d_goal < {radius}", "bonus while the object is at the goal")
     add_settle_if_asked(plan, task, text, arm.obj_velocity)
     return plan
 
@@ -193,7 +212,7 @@ def articulate_plan(archetype: str, reason: str, task: Task, text: TaskText, arm
     contact = plan.param("CONTACT_RADIUS", 0.15, "m, the gripper counts as working the part within this of its tracked point", jitter=False)
     plan.prelude.append(f"engaged = d_reach < {contact}")
     P.add_goal_term(plan, "operate", "d_goal", "engaged", 8.0, 3.0, "part's tracked point to its goal position, while the gripper is at it", gate_param=contact)
-    P.add_success(plan, f"d_goal < {success_radius(plan)}", 5.0, "bonus while the part is at its goal position")
+    add_success_bonus(plan, arm.fields, lambda: f"d_goal < {success_radius(plan, text)}", "bonus while the part is at its goal position")
     return plan
 
 
@@ -210,7 +229,7 @@ def push_plan(archetype: str, reason: str, task: Task, text: TaskText, arm: Arm)
     ]
     P.add_reach(plan, "d_behind", "gripper to the spot behind the object", 10.0, 1.0)
     contact = plan.param("CONTACT_RADIUS", 0.07, "m, the gripper counts as in contact within this of the object", jitter=False)
-    radius = success_radius(plan)
+    radius = success_radius(plan, text)
     if strike and arm.obj_velocity:
         moved = plan.param("MOVED_MIN", 0.02, "m, the object counts as set in motion once this far from its start", jitter=False)
         plan.prelude.append(f"engaged = d_reach < {contact} or float(np.linalg.norm(obj - np.asarray(self.obj.init_position, dtype=float))) > {moved}")
@@ -222,7 +241,7 @@ def push_plan(archetype: str, reason: str, task: Task, text: TaskText, arm: Arm)
     P.add_goal_term(plan, "push", "d_goal", f"engaged or d_goal < {radius}", 8.0, 3.0, "object to the goal, while the gripper is in contact (or it is already there)", gate_param=contact)
     if strike and arm.obj_velocity:
         P.add_strike(plan, "push_direction", radius, 1.0)
-    P.add_success(plan, f"d_goal < {radius}", 5.0, "bonus while the object is at the goal")
+    add_success_bonus(plan, arm.fields, f"d_goal < {radius}", "bonus while the object is at the goal")
     add_settle_if_asked(plan, task, text, arm.obj_velocity)
     return plan
 
@@ -272,6 +291,8 @@ LEG_WORDS = r"\b(wave|waves|raise|raises|lift|lifts|kick|kicks)\b.*\b(leg|foot|f
 LIE_WORDS = r"\b(lie|lies|lying|lay|crouch|crouches|belly|flat on)\b"
 FORWARD_WORDS = r"\b(forward|run|runs|walk|walks|hop|hops|move|moves|go|goes|travel|sprint|gallop|backward|backwards)\b"
 LEG_NAME = r"\b(front|back|rear|hind)[ _-]?(left|right)\b"
+UP_MIN = r"(?:up_vector\[2\]` at least|z >=) (\d+(?:\.\d+)?)"
+"""The up-vector bound of a stated success rule (or of an older `z >= 0.7` wording)."""
 
 
 @dataclass(frozen=True)
@@ -299,17 +320,17 @@ def flip_plan(word: str, text: TaskText, fields: dict[str, str], body: Body) -> 
     plan = P.Plan("flip", reason, ["get airborne", "spin in the flip's direction", "accumulate one full turn", "success"])
     P.add_flip(plan, direction, pitch, pitch_velocity, body.height, body.init_height, {"spin": 1.0, "rotation": 2.0, "height": 0.5})
     P.add_control(plan, 0.01)
-    if pitch is not None:
-        P.add_success(plan, f"DIRECTION * {pitch} >= 2.0 * math.pi", 5.0, "bonus once one full turn is done")
+    if pitch is not None or "self.task_success" in fields:
+        add_success_bonus(plan, fields, f"DIRECTION * {pitch} >= 2.0 * math.pi", "bonus once one full turn is done")
     return plan
 
 
 def leg_raise_plan(word: str, text: TaskText, fields: dict[str, str], body: Body) -> P.Plan:
     leg, leg_note = leg_index(text.description, fields)
     hip = 2 * leg if any("[hip, ankle] per leg" in doc for doc in fields.values()) else None
-    foot_target, _ = number(r"at least (\d+(?:\.\d+)?) m high", text.success, 0.3)
+    foot_target, _ = number(r"(?:height\)? at least|at least) (\d+(?:\.\d+)?) m(?: high)?", text.success, 0.3)
     hip_speed, _ = number(r"(\d+(?:\.\d+)?) rad/s", text.success, 1.0)
-    up_min, _ = number(r"z >= (\d+(?:\.\d+)?)", text.success, 0.7)
+    up_min, _ = number(UP_MIN, text.success, 0.7)
     wave = bool(re.search(r"\bwave", text.description)) and hip is not None
     stages = ["stay upright", "raise the named foot"] + (["swing its hip"] if wave else []) + ["success"]
     plan = P.Plan("leg_raise", f'the task text says "{one_line(word, 40)}"', stages)
@@ -321,20 +342,20 @@ def leg_raise_plan(word: str, text: TaskText, fields: dict[str, str], body: Body
     condition = f"foot_height >= FOOT_TARGET and {body.upright} >= UPRIGHT_MIN"
     if wave:
         condition += f" and abs(float(self.joint_velocities[{hip}])) >= HIP_SPEED"
-    P.add_success(plan, condition, 5.0, "bonus while the success test's conditions hold")
+    add_success_bonus(plan, fields, condition, "bonus while the success test's conditions hold")
     return plan
 
 
 def lie_down_plan(word: str, text: TaskText, fields: dict[str, str], body: Body) -> P.Plan:
-    target, from_text = number(r"at most (\d+(?:\.\d+)?) m high", text.success, 0.35)
-    up_min, _ = number(r"z >= (\d+(?:\.\d+)?)", text.success, 0.8)
+    target, from_text = number(r"(?:position\[2\]` at most|at most) (\d+(?:\.\d+)?) m", text.success, 0.35)
+    up_min, _ = number(UP_MIN, text.success, 0.8)
     still = bool(re.search(r"\b(stay|stays|remain|hold|still)\b", text.description)) and "self.torso.velocity" in fields
     plan = P.Plan("lie_down", f'the task text says "{word}"', ["stay belly down", "get the torso low"] + (["stay still"] if still else []) + ["success"])
     plan.notes.append(f"Target height {target} m ({'from the success test' if from_text else 'default'}); upright means up-vector z >= {up_min}.")
     P.add_upright(plan, body.upright, body.upright_doc, 1.0)
     P.add_lie_down(plan, body.height, target, body.upright, up_min, still, {"low": 2.0, "still": 0.5})
     P.add_control(plan, 0.05)
-    P.add_success(plan, f"{body.height} <= TARGET_HEIGHT and {body.upright} >= UPRIGHT_MIN", 5.0, "bonus while low and belly down")
+    add_success_bonus(plan, fields, f"{body.height} <= TARGET_HEIGHT and {body.upright} >= UPRIGHT_MIN", "bonus while low and belly down")
     return plan
 
 
@@ -367,11 +388,11 @@ def forward_plan(word: str | None, text: TaskText, fields: dict[str, str], body:
         plan.notes.append(f'The text says "{falls}" and the notes give no healthy range: the upright weight is doubled.')
     P.add_upright(plan, body.upright, body.upright_doc, upright_weight)
     P.add_control(plan, 0.05)
-    distance, has_distance = number(r"at least (\d+(?:\.\d+)?) m forward", text.success, 0.0)
+    distance, has_distance = number(r"(?:moved forward.*?at least|at least) (\d+(?:\.\d+)?) m(?: forward)?", text.success, 0.0)
     if has_distance:
         d = plan.param("SUCCESS_DISTANCE", distance, "m travelled along the direction that earns the success bonus", jitter=False)
         travelled = "DIRECTION * (float(self.torso.position[0]) - float(self.torso.init_position[0]))"
-        P.add_success(plan, f"{travelled} >= {d}", 1.0, "bonus once the success test's distance is covered")
+        add_success_bonus(plan, fields, f"{travelled} >= {d}", "bonus once the success test's distance is covered", weight=1.0)
     return plan
 
 
