@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -69,11 +71,15 @@ class SuccessEvalCallback(BaseCallback):
         seed: int,
         stop_at_success: float | None = None,
         on_eval: Callable[[dict[str, Any]], None] | None = None,
+        stop_file: str | Path | None = None,
     ):
         super().__init__()
         self.eval_env, self.eval_freq, self.episodes, self.seed = eval_env, eval_freq, episodes, seed
         self.stop_at_success = stop_at_success
         self.on_eval = on_eval
+        self.stop_file = Path(stop_file) if stop_file else None
+        self.stopped: dict[str, Any] | None = None
+        """Why training stopped before its budget: {"steps", "reason", ...}; None when it ran to the end."""
         self.curve: list[dict[str, Any]] = []
         self.last_result: EvalResult | None = None
         self._next = eval_freq
@@ -105,4 +111,16 @@ class SuccessEvalCallback(BaseCallback):
         self.logger.dump(self.num_timesteps)
         if self.on_eval is not None:
             self.on_eval(point)
-        return not (self.stop_at_success is not None and result.success_rate >= self.stop_at_success)
+        if self.stop_at_success is not None and result.success_rate >= self.stop_at_success:
+            self.stopped = {"steps": point["steps"], "reason": f"success {result.success_rate:.2f} reached the threshold {self.stop_at_success:g}",
+                            "kind": "success"}
+            return False
+        if self.stop_file is not None and self.stop_file.is_file():  # written by the run's early stopping, not by model code
+            try:
+                request = json.loads(self.stop_file.read_text())
+            except (OSError, ValueError):
+                request = {}
+            self.stopped = {**(request if isinstance(request, dict) else {}), "steps": point["steps"], "kind": "behind"}
+            self.stopped.setdefault("reason", "stopped by the run's early stopping")
+            return False
+        return True

@@ -21,6 +21,8 @@ class TrainConfig:
     eval_episodes: int | None = None
     n_envs: int | None = None
     stop_at_success: float | None = None
+    stop_file: str | None = None
+    """A file a supervisor creates to stop training at the next evaluation; its JSON says why (early stopping)."""
     torch_threads: int = 1
     progress: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)

@@ -61,6 +61,9 @@ class TrainResult:
     """How the reward ran: a jail (model code), in-process (trusted), or built in."""
     reward_failure: str | None = None
     """Why training stopped early: the reward broke a limit or failed (the curve so far is kept)."""
+    stopped_early: dict[str, Any] | None = None
+    """Training ended before its budget by choice: `kind` "success" (the evaluation reached `stop_at_success`)
+    or "behind" (a supervisor's stop file: the run's early stopping, with its `rung` and `reason`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -148,7 +151,8 @@ def train(
     model = build_algorithm(params, train_env, config.seed, device, out / "tb")
     components = ComponentStatsCallback(log_every=max(1000, eval_freq // 2))
     evaluator = SuccessEvalCallback(
-        eval_env, eval_freq, eval_episodes, config.seed + EVAL_SEED_OFFSET, config.stop_at_success, on_eval
+        eval_env, eval_freq, eval_episodes, config.seed + EVAL_SEED_OFFSET, config.stop_at_success, on_eval,
+        stop_file=config.stop_file,
     )
     checkpoints = CheckpointCallback(
         save_freq=max(params.checkpoint_freq // params.n_envs, 1), save_path=str(out / "checkpoints"), name_prefix="model"
@@ -213,6 +217,7 @@ def train(
         torch_threads=int(config.torch_threads),
         reward_isolation=str(getattr(reward_fn, "isolation", "")),
         reward_failure=failure,
+        stopped_early=evaluator.stopped,
     )
     write_json_atomic(out / RESULT_FILE, result.to_dict())
     if failure is not None:

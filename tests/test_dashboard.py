@@ -50,7 +50,8 @@ def build_runs(base: Path) -> Path:
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
     start_run(RunConfig(task_id="fetch/reach", backend="heuristic", rounds=1, samples=2, steps=200, workers=2,
-                        final_seeds=1, eval_freq=100, eval_episodes=1, overrides=TINY, success_threshold=1.01), runs)
+                        final_seeds=1, eval_freq=100, eval_episodes=1, overrides=TINY, success_threshold=1.01,
+                        early_stop=False), runs)  # both candidates train to the end: the pages' figures are fixed
     reply = base / "hostile_reply.md"
     reply.write_text(HOSTILE_REPLY)
     start_run(RunConfig(task_id="fetch/reach", backend="file", reply_files=[str(reply)], rounds=1, samples=1,

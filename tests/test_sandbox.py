@@ -513,3 +513,15 @@ def test_serve_mode_views_are_read_only_and_actions_are_the_rewards_own(reach_st
         assert sandboxed(view, action, 0.0, False) == (total, components)
     assert total == 1.0 and components["refused"] == 1.0
     assert action[0] == reach_states[0][1][0]  # the parent's action is untouched
+
+
+def test_a_calls_own_time_leaves_out_waiting_for_a_cpu():
+    """The slow-call limit judges the reward's own time: wall clock less the run-queue delay of the worker and
+    of the caller during the call (kernel schedstat). Sleeping is not run-queue delay, so it still counts."""
+    from text2reward.sandbox.reward import _own_time
+
+    busy = _own_time(0.030, ((1.0, 5.0), (2.0, 7.0)), ((1.0001, 5.018), (2.0001, 7.011)))
+    assert busy == pytest.approx(0.001)  # 30 ms of wall, 29 ms of it waiting for a CPU
+    sleeping = _own_time(0.030, ((1.0, 5.0), (2.0, 7.0)), ((1.0001, 5.0), (2.0001, 7.0)))
+    assert sleeping == pytest.approx(0.030)
+    assert _own_time(0.030, (None, (2.0, 7.0)), ((1.0, 5.0), (2.0, 7.0))) is None  # /proc could not say: the wall clock judges

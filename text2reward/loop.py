@@ -21,8 +21,9 @@ from text2reward.generation.llm.base import Backend, GenerationRequest
 from text2reward.generation.llm.errors import BackendError, RepliesExhausted
 from text2reward.runs.lock import RunLock
 from text2reward.runs.ranking import best_candidate
-from text2reward.runs.records import Candidate, FinalSummary, RoundSummary, TrainingSummary
+from text2reward.runs.records import Candidate, FinalSummary, RoundSummary, TrainingSummary, has_training
 from text2reward.runs.store import RunConfig, RunStore, index_run
+from text2reward.training.early_stop import EarlyStopper
 from text2reward.training.job import TRAIN_DIR, TrainJob
 from text2reward.training.pool import JobOutcome, run_jobs
 
@@ -179,6 +180,10 @@ class Loop:
     def describe(candidate: Candidate) -> str:
         if candidate["status"] == "trained":
             return f"success {candidate['training']['success_rate']:.2f}"
+        if candidate["status"] == "stopped_early":
+            stop = candidate.get("stopped_early") or {}
+            return (f"stopped early at {stop.get('steps', '?')} steps, success {candidate['training']['success_rate']:.2f} "
+                    f"({str(stop.get('reason', ''))[:100]})")
         return f"{candidate['status']} ({candidate.get('reason', '')[:80]})"
 
     def round_prompt(self, round_index: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -365,9 +370,9 @@ class Loop:
         return screen_program(self.task, code, trajectories, run_returns, threshold=self.config.screen_threshold).to_dict()
 
     # --- training ------------------------------------------------------------------------------------
-    def job(self, out_dir: Path, reward: str, code_path: Path | None, seed: int, video: bool) -> TrainJob:
+    def job(self, out_dir: Path, reward: str, code_path: Path | None, seed: int, video: bool, early_stop: bool = False) -> TrainJob:
         return TrainJob(
-            train=self.config.train_config(self.task.id, out_dir / TRAIN_DIR, reward, seed),
+            train=self.config.train_config(self.task.id, out_dir / TRAIN_DIR, reward, seed, early_stop=early_stop),
             code_path=str(code_path) if code_path else None, task_file=self.config.task_file, video=video,
         )
 
@@ -378,7 +383,8 @@ class Loop:
         jobs = []
         for candidate in pending:
             directory = self.store.candidate_dir(round_index, candidate["sample"])
-            jobs.append(self.job(directory / "training", "code", self.store.root / candidate["code_file"], self.config.seed, self.config.video))
+            jobs.append(self.job(directory / "training", "code", self.store.root / candidate["code_file"], self.config.seed,
+                                 self.config.video, early_stop=True))
         by_dir = {job.out_dir: candidate for job, candidate in zip(jobs, pending)}
         self.say(f"round {round_index}: training {len(jobs)} candidate(s) on {min(self.config.workers, len(jobs))} worker(s)")
 
@@ -389,8 +395,9 @@ class Loop:
                 record = outcome.record
                 assert record is not None  # an ok outcome carries the worker's done.json
                 result = record["result"]
+                stopped = result.get("stopped_early") or {}
                 candidate.update({
-                    "status": "trained",
+                    "status": "stopped_early" if stopped.get("kind") == "behind" else "trained",
                     "training": training_summary(result),
                     "training_result": {k: result[k] for k in ("curve", "components", "success_rate")},
                     "feedback_file": self.store.relative(directory / "feedback.md") if (directory / "feedback.md").is_file() else None,
@@ -400,6 +407,9 @@ class Loop:
                     "warnings": list(record.get("warnings") or []),
                 })
                 candidate.pop("reason", None)
+                candidate.pop("stopped_early", None)
+                if stopped.get("kind") == "behind":
+                    candidate["stopped_early"] = {k: stopped[k] for k in ("rung", "steps", "reason") if k in stopped}
                 for warning in candidate["warnings"]:
                     self.say(f"{candidate['id']}: warning: {warning}")
             else:
@@ -409,14 +419,28 @@ class Loop:
             self.store.write_candidate(candidate)
             self.say(f"{candidate['id']}: {self.describe(candidate)}")
 
-        self.run_displayed([(c["id"], job) for c, job in zip(pending, jobs)], on_done)
+        stopper = self.early_stopper(round_index) if self.config.early_stop else None
+        self.run_displayed([(c["id"], job) for c, job in zip(pending, jobs)], on_done, stopper)
 
-    def run_displayed(self, labelled_jobs: list[tuple[str, TrainJob]], on_done: Callable[[JobOutcome], None] | None = None) -> list[JobOutcome]:
+    def early_stopper(self, round_index: int) -> EarlyStopper:
+        """The round's early stopping, primed with the curves of its candidates that already trained (a resume)."""
+        from policies.hyperparams import load_hyperparams
+
+        eval_freq = self.config.eval_freq or load_hyperparams(self.task.family, None, self.config.overrides).eval_freq
+        stopper = EarlyStopper(self.config.steps or self.task.default_steps, eval_freq)
+        for candidate in self.store.candidates(round_index):
+            if has_training(candidate):
+                stopper.observe(candidate["id"], (candidate.get("training_result") or {}).get("curve") or [])
+        return stopper
+
+    def run_displayed(self, labelled_jobs: list[tuple[str, TrainJob]], on_done: Callable[[JobOutcome], None] | None = None,
+                      early_stopper: EarlyStopper | None = None) -> list[JobOutcome]:
+        jobs, names = [job for _, job in labelled_jobs], [label for label, _ in labelled_jobs]
         if self.display is None:
-            return run_jobs([job for _, job in labelled_jobs], self.config.workers, on_done=on_done)
+            return run_jobs(jobs, self.config.workers, on_done=on_done, early_stopper=early_stopper, names=names)
         self.display.start(labelled_jobs)
         try:
-            return run_jobs([job for _, job in labelled_jobs], self.config.workers, on_done=on_done, on_poll=self.display.poll)
+            return run_jobs(jobs, self.config.workers, on_done=on_done, on_poll=self.display.poll, early_stopper=early_stopper, names=names)
         finally:
             self.display.stop()
 

@@ -128,7 +128,8 @@ def run(
     video: Annotated[bool, typer.Option(help="film each trained candidate's rollout")] = True,
     final_seeds: Annotated[int, typer.Option(help="seeds to re-train the best reward (and the expert) on")] = 2,
     compare_expert: Annotated[bool, typer.Option(help="train the expert reward on the same budget")] = True,
-    success_threshold: Annotated[float, typer.Option(help="stop early at this success rate")] = 0.9,
+    success_threshold: Annotated[float, typer.Option(help="a run (and, with --early-stop, a candidate) stops once it reaches this success rate")] = 0.9,
+    early_stop: Annotated[bool, typer.Option(help="stop a candidate clearly behind the round's leader at 1/4 and 1/2 of the budget (--no-early-stop trains each to the end)")] = True,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda")] = "auto",
     eval_freq: Annotated[Optional[int], typer.Option(help="env steps between success evaluations")] = None,
     eval_episodes: Annotated[Optional[int], typer.Option(help="episodes per evaluation")] = None,
@@ -146,7 +147,7 @@ def run(
         screen=screen, screen_threshold=screen_threshold, fix_attempts=fix_attempts, video=video, final_seeds=final_seeds, compare_expert=compare_expert, success_threshold=success_threshold,
         device=device, task_file=str(task_file.resolve()) if task_file else None,
         eval_freq=eval_freq, eval_episodes=eval_episodes, overrides=parse_overrides(hp), temperature=temperature,
-        timeout=timeout, max_retries=max_retries, concurrency=concurrency, cache=cache,
+        timeout=timeout, max_retries=max_retries, concurrency=concurrency, cache=cache, early_stop=early_stop,
     )
     store = start_run(config, runs_dir, progress=say, display=progress_bars())
     print_run_outcome(store)
@@ -186,6 +187,7 @@ def demo(
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
     task: Annotated[str, typer.Option(help="a task that learns in minutes on 2 cores")] = "fetch/reach",
     steps: Annotated[int, typer.Option(help="training steps per candidate")] = 4000,
+    early_stop: Annotated[bool, typer.Option(help="stop a candidate clearly behind the round's leader (--no-early-stop trains each to the end)")] = True,
 ) -> None:
     """The offline demo: the rule-based heuristic backend (no language model), 2 rounds x 2 candidates,
     a report with code, learning curves and a rollout video."""
@@ -197,7 +199,7 @@ def demo(
     # learning starts early because the budget is small (SAC's default waits 1,000 steps).
     config = RunConfig(task_id=task, backend="heuristic", rounds=2, samples=2, steps=steps, workers=2,
                        final_seeds=1, success_threshold=1.01, eval_freq=max(steps // 8, 250), eval_episodes=10,
-                       overrides={"learning_starts": min(300, steps // 4)})
+                       overrides={"learning_starts": min(300, steps // 4)}, early_stop=early_stop)
     store = start_run(config, runs_dir, progress=say, display=progress_bars())
     print_run_outcome(store)
     video = next(iter(sorted(store.root.glob("rounds/*/s*/training/rollout.mp4"))), None)

@@ -23,7 +23,7 @@ from text2reward.dashboard import code as codeview
 from text2reward.dashboard.files import inside, read_text
 from text2reward.dashboard.plots import Series, line_chart
 from text2reward.runs.ranking import best_candidate
-from text2reward.runs.records import Candidate
+from text2reward.runs.records import TRAINED_STATUSES, Candidate
 from text2reward.runs.store import RunConfig, RunStore
 
 HEURISTIC_LABEL = "heuristic (rule-based, no language model)"
@@ -136,7 +136,7 @@ class CandidateView:
 
     @property
     def trained(self) -> bool:
-        return self.status == "trained"
+        return self.status in TRAINED_STATUSES
 
     @property
     def success(self) -> float | None:
@@ -363,7 +363,7 @@ def _candidate(root: Path, record: Mapping[str, Any], url_for: UrlFor) -> Candid
     return CandidateView(
         id=record["id"], round=record["round"], sample=record["sample"], status=record.get("status", "generating"),
         model=record.get("model") or "-", rule_based=bool(record.get("rule_based")),
-        tokens=_tokens(record), reason=str(record.get("reason") or ""),
+        tokens=_tokens(record), reason=str(record.get("reason") or "") or _stopped_reason(record),
         code=code, code_html=codeview.highlight_python(code) if code else None,
         replies=replies, checks=checks, validation_errors=errors, screening=record.get("screening"),
         training=record.get("training") or {}, success_chart=_success_chart(record),
@@ -441,7 +441,7 @@ def _final(store: RunStore) -> FinalView | None:
 
 def _overview(records: Sequence[Mapping[str, Any]]) -> Markup | None:
     series = [Series(r["id"], [(p["steps"], p["success_rate"]) for p in r["training"]["curve"]])
-              for r in records if r.get("status") == "trained" and (r.get("training") or {}).get("curve")]
+              for r in records if r.get("status") in TRAINED_STATUSES and (r.get("training") or {}).get("curve")]
     if not series:
         return None
     return line_chart(series, title="every trained candidate: success rate during training", y_label="success",
@@ -498,6 +498,12 @@ def _unfinished_round_state(status: str) -> str:
     if status in LIVE_STATUSES:
         return "in progress"
     return status if status in ("interrupted", "failed", "waiting for replies", "incomplete") else "stopped"
+
+
+def _stopped_reason(record: Mapping[str, Any]) -> str:
+    """A candidate stopped by the run's early stopping: at which step and why (shown where a reason goes)."""
+    stop = record.get("stopped_early") or {}
+    return f"stopped early at {stop.get('steps')} steps: {stop.get('reason', '')}" if stop else ""
 
 
 def _untrained_reason(state: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> str:

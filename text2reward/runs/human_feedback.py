@@ -11,7 +11,7 @@ from dataclasses import asdict
 from typing import Any
 
 from sim_envs.errors import ConfigError
-from text2reward.runs.records import Candidate
+from text2reward.runs.records import Candidate, has_training
 from text2reward.runs.store import RunStore
 
 MAX_TEXT = 4000
@@ -21,7 +21,7 @@ def _candidate(store: RunStore, candidate_id: str) -> Candidate:
     record = store.candidate(candidate_id)
     if record is None:
         raise ConfigError(f"run {store.run_id} has no candidate {candidate_id!r}; ids look like r0-s1 (see `t2r runs show {store.run_id}`)")
-    if record["status"] != "trained":
+    if not has_training(record):
         raise ConfigError(f"candidate {candidate_id} was not trained ({record['status']}); give feedback on a trained candidate")
     return record
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from text2reward.runs.records import Candidate
+from text2reward.runs.records import Candidate, has_training
 
 
 def candidate_score(candidate: Candidate) -> tuple[float, float, float]:
@@ -14,5 +14,5 @@ def candidate_score(candidate: Candidate) -> tuple[float, float, float]:
 
 
 def best_candidate(candidates: list[Candidate]) -> Candidate | None:
-    trained = [c for c in candidates if c["status"] == "trained"]
+    trained = [c for c in candidates if has_training(c)]
     return max(trained, key=candidate_score) if trained else None

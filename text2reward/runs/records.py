@@ -52,7 +52,7 @@ class Candidate(TypedDict, total=False):
     code_file: str  # relative to the run folder
     validation: dict[str, Any]  # sandbox.ValidationReport.to_dict()
     screening: dict[str, Any]
-    status: str  # no_code | invalid | screened_out | pending_training | trained | failed | interrupted
+    status: str  # no_code | invalid | screened_out | pending_training | trained | stopped_early | failed | interrupted
     reason: str  # why a candidate is not trained
     training: TrainingSummary
     training_result: dict[str, Any]  # the whole result.json
@@ -61,6 +61,15 @@ class Candidate(TypedDict, total=False):
     video_file: str | None
     keyframes: list[str]
     warnings: list[str]  # after training: a failed analysis or video (the candidate still trained)
+    stopped_early: dict[str, Any]  # status stopped_early: {rung, steps, reason} of the run's early stopping
+
+
+TRAINED_STATUSES = ("trained", "stopped_early")
+"""Candidates with a training result (a stopped one keeps its partial curve and result, and can still rank)."""
+
+
+def has_training(candidate: Candidate) -> bool:
+    return candidate.get("status") in TRAINED_STATUSES
 
 
 class RoundSummary(TypedDict, total=False):

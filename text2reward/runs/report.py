@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from text2reward.runs.records import Candidate, FinalSummary
+from text2reward.runs.records import Candidate, FinalSummary, has_training
 from text2reward.runs.store import RunStore
 
 HEURISTIC_LABEL = "heuristic (rule-based composer, no language model)"
@@ -34,7 +34,7 @@ def _save(plt: Any, fig: Any, path: Path) -> Path:
 
 def _plot_curves(store: RunStore, candidates: list[Candidate], final: FinalSummary) -> Path | None:
     plt = _pyplot()
-    trained = [c for c in candidates if c["status"] == "trained"]
+    trained = [c for c in candidates if has_training(c)]
     if not trained:
         return None
     panels = 2 if any(isinstance(final.get(k), dict) for k in ("best", "expert")) else 1
@@ -119,6 +119,8 @@ def write_report(store: RunStore, status: str | None = None, reason: str | None 
     for c in candidates:
         training = c.get("training") or {}
         note = (c.get("reason") or "").splitlines()[0][:100] if c.get("reason") else ""
+        if c.get("stopped_early"):
+            note = f"stopped at {c['stopped_early'].get('steps')} steps: {c['stopped_early'].get('reason', '')}"[:160]
         lines.append(f"| {c['id']} | {c['status']} | {_fmt(training.get('success_rate'))} | {_fmt(training.get('best_success_rate'))} | {note} |")
     curves = _plot_curves(store, candidates, final)
     if curves:

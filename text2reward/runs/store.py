@@ -26,6 +26,10 @@ from text2reward.runs.records import Candidate, FinalSummary, RoundSummary, RunS
 INDEX_FILE = "index.sqlite"
 
 
+STOP_FILE = "stop.json"
+"""In a training job's folder: the run's early stopping asks the worker to stop (policies reads it)."""
+
+
 @dataclass
 class RunConfig:
     """Everything that defines a run; stored as config.json and reused verbatim by `t2r resume`."""
@@ -62,12 +66,20 @@ class RunConfig:
     """Model requests in flight at once (None: 1 for a local server, several for a hosted API)."""
     cache: bool = True
     """Serve replies already on disk for the same request and seed (`--no-cache` asks the model again)."""
+    early_stop: bool = True
+    """A round's candidates stop at `success_threshold`, or when clearly behind the round's leader at a rung of
+    the budget (training/early_stop.py); `--no-early-stop` trains each to its full budget."""
 
-    def train_config(self, task_id: str, out_dir: Path, reward: str, seed: int) -> TrainConfig:
-        """The training settings of one of this run's jobs: the one place run settings become training settings."""
+    def train_config(self, task_id: str, out_dir: Path, reward: str, seed: int, early_stop: bool = False) -> TrainConfig:
+        """The training settings of one of this run's jobs: the one place run settings become training settings.
+        `early_stop` (a round's candidates, not the final comparison, which trains to the same budget for all):
+        stop at the run's success threshold, and honour a stop file in the job's folder."""
+        stopping = early_stop and self.early_stop
         return TrainConfig(
             task_id=task_id, out_dir=Path(out_dir), reward=reward, steps=self.steps, seed=seed, device=self.device,
             eval_freq=self.eval_freq, eval_episodes=self.eval_episodes, overrides=dict(self.overrides),
+            stop_at_success=self.success_threshold if stopping and self.success_threshold <= 1.0 else None,
+            stop_file=str(Path(out_dir).parent / STOP_FILE) if stopping else None,
         )
 
     def validate(self) -> None:

@@ -135,12 +135,12 @@ class WorkerProcess:
 
     def cpu_seconds(self) -> float | None:
         """CPU time the worker's Python process has used, from the kernel; None where /proc cannot say."""
-        pid = self._python_pid or self._find_python_pid()
-        try:
-            with open(f"/proc/{pid}/schedstat", "rb") as handle:
-                return int(handle.read().split()[0]) / 1e9
-        except (OSError, ValueError, IndexError):
-            return None
+        stats = self.schedstat()
+        return None if stats is None else stats[0]
+
+    def schedstat(self) -> tuple[float, float] | None:
+        """(CPU seconds used, seconds spent runnable but waiting for a CPU) of the worker, from the kernel."""
+        return read_schedstat(f"/proc/{self._python_pid or self._find_python_pid()}/schedstat")
 
     def _find_python_pid(self) -> int:
         """Under bubblewrap the process we started is bwrap; the worker is its descendant."""
@@ -198,6 +198,16 @@ class WorkerProcess:
         self._stderr.join(1.0)
         signal_number = -code if code < 0 else None
         return SandboxFailure(explain_exit(signal_number, None if code < 0 else code, self.limits, self._stderr.text()))
+
+
+def read_schedstat(path: str) -> tuple[float, float] | None:
+    """A /proc schedstat file's first two fields in seconds: time on a CPU, time waiting on a run queue."""
+    try:
+        with open(path, "rb") as handle:
+            fields = handle.read().split()
+        return int(fields[0]) / 1e9, int(fields[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def limit_config(limits: Limits, cpu: bool) -> dict[str, Any]:

@@ -27,7 +27,7 @@ import numpy as np
 from sim_envs.errors import ConfigError, RewardProgramError
 from text2reward.sandbox.hints import attribute_hint
 from text2reward.sandbox.limits import Limits
-from text2reward.sandbox.process import ReplyDecoder, SandboxFailure, WorkerProcess
+from text2reward.sandbox.process import ReplyDecoder, SandboxFailure, WorkerProcess, read_schedstat
 from text2reward.sandbox.runner import view_modules
 from text2reward.sandbox.untrusted import clean_text
 from text2reward.sandbox.wire import ViewEncoder
@@ -47,6 +47,7 @@ class SandboxedReward:
         self._isolation = ""
         self._calls = 0
         self._window: list[float] = []
+        self._own_times: list[float | None] = []
 
     def __call__(self, view: Any, action: np.ndarray, native_reward: float, step_success: bool) -> tuple[float, dict[str, float]]:
         if self._failure is not None:
@@ -55,12 +56,17 @@ class SandboxedReward:
         encoder, replies = self._encoder, self._replies
         assert encoder is not None and replies is not None  # set with the worker
         data = encoder.encode(view, np.asarray(action))
+        sampled = self._calls % SAMPLE_EVERY == 0
+        before = (worker.schedstat(), read_schedstat(OWN_SCHEDSTAT)) if sampled else None
         started = time.perf_counter()
         try:
             reply = replies.decode(worker.exchange(data, self.limits.call_seconds, self.limits.call_cpu_seconds))
         except SandboxFailure as exc:
             self._fail(f"reward program '{self.name}' failed at call {self._calls + 1}: {exc}")
-        self._window.append(time.perf_counter() - started)
+        wall = time.perf_counter() - started
+        self._window.append(wall)
+        if before is not None:
+            self._own_times.append(_own_time(wall, before, (worker.schedstat(), read_schedstat(OWN_SCHEDSTAT))))
         self._calls += 1
         if isinstance(reply, dict):
             error = clean_text(reply["error"])
@@ -76,8 +82,15 @@ class SandboxedReward:
         return reply
 
     def _check_speed(self) -> None:
+        """Slow means the reward's own time: the wall clock of a call less the time the worker and this
+        process spent waiting for a CPU (the kernel's run-queue delay), so that a machine busy with other
+        training is not mistaken for a reward that sleeps. Measured on every SAMPLE_EVERY-th call."""
         median = statistics.median(self._window)
+        own = [t for t in self._own_times if t is not None]
         self._window.clear()
+        self._own_times.clear()
+        if median > self.limits.slow_call_seconds and own:
+            median = statistics.median(own)  # the wall clock says slow: does the reward's own time?
         if median > self.limits.slow_call_seconds:
             self._fail(
                 f"reward program '{self.name}' failed at call {self._calls}: its calls became slow "
@@ -164,3 +177,18 @@ def reward_from_file(spec: str, trusted: bool = False) -> Any:
     source = path.read_text()
     check_program(source, f"reward file {path}")
     return SandboxedReward(source, name=path.stem)
+
+
+SAMPLE_EVERY = 16
+"""One call in this many reads the kernel's scheduler statistics (four small /proc reads, ~20 us)."""
+OWN_SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
+def _own_time(wall: float, before: tuple[Any, Any], after: tuple[Any, Any]) -> float | None:
+    """A call's wall clock less the run-queue waits of the worker and of this thread during it (None when
+    /proc cannot say): what is left is the reward computing, or sleeping, or blocking."""
+    (worker_before, own_before), (worker_after, own_after) = before, after
+    if None in (worker_before, own_before, worker_after, own_after):
+        return None
+    waited = (worker_after[1] - worker_before[1]) + (own_after[1] - own_before[1])
+    return max(wall - waited, 0.0)

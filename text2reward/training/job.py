@@ -112,7 +112,10 @@ def run_job(job: TrainJob) -> dict[str, Any]:
                 write_text_atomic(out / "feedback.md", record["feedback_text"])
             except Exception as exc:  # the policy trained: a failed analysis is a warning on it, never its failure
                 record["warnings"].append(f"trajectory analysis failed: {_reason(exc)}")
-        if job.video:
+        behind = (result.stopped_early or {}).get("kind") == "behind"
+        if job.video and behind:  # a candidate stopped for losing frees its worker now: no film
+            record["warnings"].append("no rollout video: training was stopped early for trailing the round's leader")
+        if job.video and not behind:
             from policies.video import record_video
 
             phase("filming a rollout")

@@ -1,0 +1,113 @@
+"""Early stopping across a round's candidates: the rule on curves, and a real worker stopped at a rung."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from policies.config import TrainConfig
+from text2reward.runs.ranking import best_candidate
+from text2reward.runs.store import STOP_FILE, RunConfig
+from text2reward.training.early_stop import EarlyStopper, EarlyStopRule, judge_at_rung, rung_steps
+from text2reward.training.job import TrainJob
+from text2reward.training.pool import run_jobs
+
+
+def curve(*points: tuple[int, float, float]) -> list[dict]:
+    return [{"steps": s, "success_rate": rate, "mean_native_return": native} for s, rate, native in points]
+
+
+def test_rungs_fall_on_the_first_evaluation_at_or_after_each_fraction():
+    assert rung_steps(8000, 1000, EarlyStopRule()) == [2000, 4000]
+    assert rung_steps(1000, 300, EarlyStopRule()) == [300, 600]
+    assert rung_steps(1000, 1000, EarlyStopRule()) == []  # one evaluation, at the end: nothing to compare early
+
+
+@pytest.mark.parametrize("own, leader, stops", [
+    ((0.2, 0.0), (0.8, 0.0), True),       # success 0.6 behind
+    ((0.5, 0.0), (0.7, 0.0), False),      # 0.2 behind: within evaluation noise
+    ((0.0, -20.0), (0.0, -5.0), True),    # nobody succeeds: native return 75% behind
+    ((0.0, -6.0), (0.0, -5.0), False),    # 17% behind
+    ((0.0, 300.0), (0.0, 800.0), True),   # MetaWorld-like positive returns, 62% behind
+    ((0.0, 100.0), (0.1, 900.0), False),  # the leader succeeds a little: success decides, and 0.1 is not clearly ahead
+])
+def test_clearly_behind_is_on_success_first_then_native_return(own, leader, stops):
+    curves = {"a": curve((500, *own)), "b": curve((500, *leader))}
+    reason = judge_at_rung("a", curves, 500, EarlyStopRule())
+    assert (reason is not None) == stops, reason
+    if stops:
+        assert "b" in reason and "500 steps" in reason
+
+
+def test_a_candidate_is_compared_at_the_rung_whenever_its_peer_gets_there():
+    """Asynchronous: the first to reach a rung is not judged alone; when a peer arrives both are compared at
+    the rung's step count, each rung once."""
+    stopper = EarlyStopper(budget=1000, eval_freq=250)  # rungs 250, 500
+    stopper.add_point("a", {"steps": 250, "success_rate": 0.0, "mean_native_return": -30.0})
+    assert stopper.decide(["a", "b"]) == {}  # b has not reached the rung: nobody to compare with
+    stopper.add_point("a", {"steps": 500, "success_rate": 0.0, "mean_native_return": -28.0})
+    stopper.add_point("b", {"steps": 250, "success_rate": 0.0, "mean_native_return": -4.0})
+    decisions = stopper.decide(["a", "b"])
+    assert set(decisions) == {"a"} and decisions["a"].rung == 0 and decisions["a"].steps == 250
+    assert stopper.decide(["a", "b"]) == {}  # rung 0 judged once for each; b has not reached rung 1
+
+
+def test_a_finished_peer_leads_a_queued_candidate():
+    stopper = EarlyStopper(budget=1000, eval_freq=250)
+    stopper.observe("done", curve((250, 0.9, -2.0), (500, 1.0, -1.0), (750, 1.0, -1.0), (1000, 1.0, -1.0)))
+    stopper.add_point("late", {"steps": 250, "success_rate": 0.1, "mean_native_return": -20.0})
+    (decision,) = stopper.decide(["late"]).values()
+    assert "done's 0.90" in decision.reason
+
+
+def test_run_settings_turn_early_stopping_on_for_candidates_only(tmp_path):
+    config = RunConfig(task_id="fetch/reach", success_threshold=0.8)
+    candidate = config.train_config("fetch/reach", tmp_path / "job" / "train", "code", 0, early_stop=True)
+    assert candidate.stop_at_success == 0.8 and candidate.stop_file == str(tmp_path / "job" / STOP_FILE)
+    final = config.train_config("fetch/reach", tmp_path / "final" / "train", "code", 0)
+    assert final.stop_at_success is None and final.stop_file is None  # the final comparison trains every seed to the end
+    off = RunConfig(task_id="fetch/reach", early_stop=False).train_config("fetch/reach", tmp_path / "j" / "train", "code", 0, early_stop=True)
+    assert off.stop_at_success is None and off.stop_file is None
+
+
+def test_a_stopped_candidate_still_ranks_on_its_partial_result():
+    trained = {"id": "r0-s0", "status": "trained", "training": {"success_rate": 0.2, "curve": []}}
+    stopped = {"id": "r0-s1", "status": "stopped_early", "training": {"success_rate": 0.0, "curve": []},
+               "stopped_early": {"rung": 0, "steps": 250, "reason": "behind"}}
+    assert best_candidate([stopped])["id"] == "r0-s1"
+    assert best_candidate([trained, stopped])["id"] == "r0-s0"
+
+
+@pytest.mark.slow
+def test_a_real_worker_behind_a_finished_leader_stops_at_the_rung_and_keeps_its_partial_result(tmp_path):
+    """Real SAC on fetch/reach in a worker process: the pool feeds its evaluations to the stopper, writes the
+    stop file, and the worker stops at its next evaluation with its curve, its result and no video."""
+    stopper = EarlyStopper(budget=800, eval_freq=200)  # rungs at 200 and 400
+    stopper.observe("r0-s0", curve((200, 1.0, -1.0), (400, 1.0, -1.0), (600, 1.0, -1.0), (800, 1.0, -1.0)))
+    out = tmp_path / "r0-s1"
+    job = TrainJob(
+        train=TrainConfig(task_id="fetch/reach", out_dir=out / "train", reward="sparse", steps=800, eval_freq=200, eval_episodes=2,
+                          overrides={"learning_starts": 50, "batch_size": 32}, stop_file=str(out / STOP_FILE)),
+        analysis_episodes=1, video=True,
+    )
+    (outcome,) = run_jobs([job], workers=1, early_stopper=stopper, names=["r0-s1"])
+    assert outcome.ok, outcome.reason
+    result = outcome.record["result"]
+    assert result["stopped_early"]["kind"] == "behind" and result["stopped_early"]["rung"] == 0
+    assert "r0-s0's 1.00" in result["stopped_early"]["reason"]
+    assert result["steps"] < 800 and result["curve"] and result["requested_steps"] == 800
+    assert json.loads((out / STOP_FILE).read_text())["steps"] == 200
+    assert not (out / "rollout.mp4").exists() and any("no rollout video" in w for w in outcome.record["warnings"])
+    assert (Path(out) / "feedback.md").is_file()  # the analysis still describes what it learned
+
+
+def test_a_candidate_that_reaches_the_threshold_stops_there_and_says_so(tmp_path):
+    """stop_at_success frees the worker at the first evaluation that reaches it (0.0: the very first)."""
+    from policies.train import train
+
+    result = train(TrainConfig(task_id="fetch/reach", out_dir=tmp_path, reward="sparse", steps=600, eval_freq=100, eval_episodes=1,
+                               overrides={"learning_starts": 50, "batch_size": 32}, stop_at_success=0.0))
+    assert result.steps == 100 and result.requested_steps == 600
+    assert result.stopped_early is not None and result.stopped_early["kind"] == "success" and result.stopped_early["steps"] == 100
