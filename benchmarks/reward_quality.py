@@ -77,7 +77,7 @@ def run_task(task: str, steps: int, args: argparse.Namespace) -> Row:
         task_id=task, backend=args.backend, model=args.model, base_url=args.base_url, rounds=args.rounds,
         samples=args.samples, steps=steps, workers=args.workers, seed=args.seed, final_seeds=args.final_seeds,
         compare_expert=True, video=False, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
-        overrides=parse_overrides(args.hp),
+        overrides=parse_overrides(args.hp), early_stop=args.early_stop,
     )
     store = start_run(config, Path(args.runs_dir), progress=lambda message: print(f"  [{task}] {message}", flush=True))
     return row_of(store)
@@ -97,7 +97,8 @@ def row_of(store: RunStore) -> Row:
         loop_size=f"{store.state().get('rounds_done', 0)}×{config.samples}", run_id=store.run_id, best=best_id,
         round_success=best["training"]["success_rate"] if best else None,
         loop=summary.get("best"), expert=summary.get("expert"), wall=store.state().get("wall_seconds", 0.0),
-        candidates=f"{statuses.count('trained')}/{len(statuses)} trained",
+        candidates=f"{statuses.count('trained') + statuses.count('stopped_early')}/{len(statuses)} trained"
+                   + (f" ({statuses.count('stopped_early')} stopped early)" if "stopped_early" in statuses else ""),
     )
 
 
@@ -143,6 +144,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--eval-episodes", type=int, default=None, help="episodes per evaluation (default: the family's)")
     parser.add_argument("--hp", nargs="*", default=[], metavar="KEY=VALUE", help="hyper-parameter overrides, as `t2r run --hp`")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-early-stop", dest="early_stop", action="store_false",
+                        help="train every candidate to its full budget (as before early stopping existed)")
     parser.add_argument("--runs-dir", default="out/reward_quality", help="run directories (default out/reward_quality)")
     parser.add_argument("--show", nargs="+", metavar="RUN_ID", help="only print the table for these finished runs in --runs-dir")
     args = parser.parse_args(argv)
