@@ -151,7 +151,7 @@ class SandboxedReward:
         return {"source": self.source, "name": self.name, "limits": self.limits, "_failure": self._failure}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _worker=None, _encoder=None, _replies=None, _calls=0, _window=[], _isolation="")
+        self.__dict__.update(state, _worker=None, _encoder=None, _replies=None, _calls=0, _window=[], _own_times=[], _isolation="")
 
 
 def reward_from_file(spec: str, trusted: bool = False) -> Any:
