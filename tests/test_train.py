@@ -16,7 +16,7 @@ def test_sac_on_metaworld_writes_a_valid_result(tmp_path):
     result = train(config)
     data = json.loads((tmp_path / RESULT_FILE).read_text())
     assert REQUIRED <= set(data)
-    assert data["steps"] == 400 and data["algo"] == "sac" and data["device"] == "cpu"
+    assert data["steps"] == 400 and data["algo"] == "sac" and data["device"] == ("cuda" if _has_cuda() else "cpu")
     assert [p["steps"] for p in data["curve"]] == [200, 400]
     # the settings really used, not the family's YAML defaults (eval_freq 2000, eval_episodes 5)
     assert data["eval_episodes"] == 1 and data["eval_freq"] == 200 and data["requested_steps"] == 400 and data["seed"] == 0
@@ -45,13 +45,25 @@ def test_expert_on_a_task_without_one_is_refused(tmp_path):
         train(TrainConfig(task_id="ant/wave_leg", out_dir=tmp_path, steps=10))
 
 
-def test_cuda_request_without_a_gpu_is_refused(tmp_path):
+def _has_cuda() -> bool:
     import torch
 
-    if torch.cuda.is_available():
-        pytest.skip("a CUDA GPU is present")
-    with pytest.raises(ConfigError, match="no CUDA GPU is visible"):
-        train(TrainConfig(task_id="metaworld/reach-v3", out_dir=tmp_path, steps=10, device="cuda"))
+    return bool(torch.cuda.is_available())
+
+
+def test_a_gpu_that_is_not_there_is_refused(tmp_path):
+    """Without CUDA, `cuda` is refused; with it, a GPU index past the count is (no skip either way)."""
+    device, message = ("cuda:99", "names no GPU here") if _has_cuda() else ("cuda", "no CUDA GPU is visible")
+    with pytest.raises(ConfigError, match=message):
+        train(TrainConfig(task_id="metaworld/reach-v3", out_dir=tmp_path, steps=10, device=device))
+
+
+def test_auto_keeps_ppo_on_the_cpu_and_gives_sac_a_gpu_when_there_is_one():
+    from policies.train import resolve_device
+
+    assert resolve_device("auto", "ppo") == "cpu"
+    assert resolve_device("auto", "sac") == ("cuda" if _has_cuda() else "cpu")
+    assert resolve_device("cpu", "sac") == "cpu"
 
 
 def test_t2r_train_records_the_settings_it_used(tmp_path):
