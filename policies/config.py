@@ -22,7 +22,7 @@ class TrainConfig:
     n_envs: int | None = None
     stop_at_success: float | None = None
     stop_file: str | None = None
-    """A file a supervisor creates to stop training at the next evaluation; its JSON says why (early stopping)."""
+    """A file a supervisor creates to stop training (looked for every few dozen steps); its JSON says why (early stopping)."""
     torch_threads: int = 1
     progress: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)

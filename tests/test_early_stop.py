@@ -83,7 +83,7 @@ def test_a_stopped_candidate_still_ranks_on_its_partial_result():
 @pytest.mark.slow
 def test_a_real_worker_behind_a_finished_leader_stops_at_the_rung_and_keeps_its_partial_result(tmp_path):
     """Real SAC on fetch/reach in a worker process: the pool feeds its evaluations to the stopper, writes the
-    stop file, and the worker stops at its next evaluation with its curve, its result and no video."""
+    stop file, and the worker stops within a few steps, with its curve, its result and no video."""
     stopper = EarlyStopper(budget=800, eval_freq=200)  # rungs at 200 and 400
     stopper.observe("r0-s0", curve((200, 1.0, -1.0), (400, 1.0, -1.0), (600, 1.0, -1.0), (800, 1.0, -1.0)))
     out = tmp_path / "r0-s1"
@@ -97,7 +97,7 @@ def test_a_real_worker_behind_a_finished_leader_stops_at_the_rung_and_keeps_its_
     result = outcome.record["result"]
     assert result["stopped_early"]["kind"] == "behind" and result["stopped_early"]["rung"] == 0
     assert "r0-s0's 1.00" in result["stopped_early"]["reason"]
-    assert result["steps"] < 800 and result["curve"] and result["requested_steps"] == 800
+    assert result["steps"] < 400 and result["curve"] and result["requested_steps"] == 800  # within steps of the request, before the next evaluation
     assert json.loads((out / STOP_FILE).read_text())["steps"] == 200
     assert not (out / "rollout.mp4").exists() and any("no rollout video" in w for w in outcome.record["warnings"])
     assert (Path(out) / "feedback.md").is_file()  # the analysis still describes what it learned

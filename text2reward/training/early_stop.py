@@ -9,7 +9,7 @@ no candidate succeeds yet, on the environment's native return (the expert reward
 every evaluation but never trained on), relative to the leader's.
 
 Pure functions over curves ({steps, success_rate, mean_native_return} points): the pool feeds them what
-workers publish and turns a decision into a stop file the worker reads at its next evaluation.
+workers publish and turns a decision into a stop file the worker looks for every few dozen steps.
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ def run_jobs(
 
     `on_poll` is called about five times a second while jobs run (progress displays). With an
     `early_stopper`, every evaluation a worker publishes is fed to it (by `names`, e.g. candidate ids), and
-    a job it judges clearly behind gets its stop file: it stops at its next evaluation and finishes
+    a job it judges clearly behind gets its stop file: it stops within a few dozen steps and finishes
     normally with its partial result, freeing the worker for the next queued job."""
     names = names or [str(i) for i in range(len(jobs))]
     outcomes: dict[int, JobOutcome] = {}
