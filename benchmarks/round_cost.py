@@ -56,10 +56,10 @@ def candidate_replies(directory: Path) -> list[Path]:
     return paths
 
 
-def run_arm(early_stop: bool, replies: list[Path], steps: int, workers: int, runs_dir: Path) -> tuple[RunStore, float]:
+def run_arm(early_stop: bool, replies: list[Path], steps: int, workers: int, runs_dir: Path, threshold: float) -> tuple[RunStore, float]:
     config = RunConfig(task_id=TASK, backend="file", reply_files=[str(p) for p in replies], rounds=1, samples=len(replies),
                        steps=steps, workers=workers, screen=False, fix_attempts=0, video=False, final_seeds=0,
-                       compare_expert=False, early_stop=early_stop, success_threshold=1.01)
+                       compare_expert=False, early_stop=early_stop, success_threshold=threshold)
     start = time.perf_counter()
     store = start_run(config, runs_dir, progress=lambda m: print(f"  [early_stop={early_stop}] {m}", flush=True))
     return store, time.perf_counter() - start
@@ -70,6 +70,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8000, help="training steps per candidate (default 8000)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=1, help="pairs of arms (off, on), alternating")
+    parser.add_argument("--success-threshold", type=float, default=0.9,
+                        help="the run's threshold: with early stopping a candidate stops on reaching it (default 0.9, "
+                             "as `t2r run`; above 1 leaves only the rung rule)")
     parser.add_argument("--runs-dir", default=None, help="where the runs go (default: a temporary folder)")
     args = parser.parse_args()
     runs_dir = Path(args.runs_dir or tempfile.mkdtemp(prefix="round_cost_"))
@@ -79,7 +82,7 @@ def main() -> None:
     rows = []
     for repeat in range(args.repeats):
         for early_stop in (False, True):
-            store, wall = run_arm(early_stop, replies, args.steps, args.workers, runs_dir)
+            store, wall = run_arm(early_stop, replies, args.steps, args.workers, runs_dir, args.success_threshold)
             candidates = store.candidates()
             best = best_candidate(candidates)
             stopped = [f"{c['id']}@{c['stopped_early']['steps']}" for c in candidates if c["status"] == "stopped_early"]
