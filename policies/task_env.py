@@ -36,13 +36,10 @@ class TaskRewardWrapper(gym.Wrapper):
         self._read_view = task.read_view
         self._is_success = task.is_success
         self._success_any = task.success_mode == "any"
-        self._rule = task.success_rule
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         obs, info = self.env.reset(seed=seed, options=options)
-        view = self._read_view(self._unwrapped, None)
-        view.task_success = self._rule(view) if self._rule is not None else False  # no step yet: no flag to read
-        self.view = view
+        self.view = self.task.view(self.env)  # no step yet, so no flag to read: task_success is the rule's verdict
         self._episode_success = False
         info["is_success"] = False
         return obs, info

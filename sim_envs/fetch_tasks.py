@@ -14,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 
 from sim_envs.errors import ConfigError
+from sim_envs.scale_hints import ARM_SCALE_POINTS, REACH_SCALE_POINTS
 from sim_envs.success_rule import distance, rule
 from sim_envs.task import Task
 from sim_envs.view_base import StateView, attr, frozen
@@ -211,12 +212,6 @@ def object_near_goal(view: Any, DISTANCE: float) -> bool:
     return distance(view.obj.position, view.goal_position) < DISTANCE
 
 
-SCALE_POINTS = (
-    ("gripper to object", "robot.ee_position", "obj.position"),
-    ("object to goal", "obj.position", "goal_position"),
-)
-REACH_SCALE_POINTS = (("gripper to goal", "robot.ee_position", "goal_position"),)
-
 
 def fetch_tasks() -> list[Task]:
     tasks = []
@@ -235,7 +230,7 @@ def fetch_tasks() -> list[Task]:
                 success_doc=success_rule.describe("final"),
                 success_mode="final",
                 success_rule=success_rule,
-                scale_points=REACH_SCALE_POINTS if reach else SCALE_POINTS,
+                scale_points=REACH_SCALE_POINTS if reach else ARM_SCALE_POINTS,
                 max_episode_steps=50,
                 default_steps=20_000,
                 expert_reward_doc=EXPERT_DOC,

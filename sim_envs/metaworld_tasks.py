@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 import gymnasium as gym
 import numpy as np
 
+from sim_envs.scale_hints import ARM_SCALE_POINTS, REACH_SCALE_POINTS
 from sim_envs.task import Task
 from sim_envs.view_base import StateView, attr, frozen
 
@@ -326,13 +327,6 @@ def _scripted_policy(name: str):
     return policy.get_action
 
 
-SCALE_POINTS = (
-    ("gripper to object", "robot.ee_position", "obj.position"),
-    ("object to goal", "obj.position", "goal_position"),
-)
-REACH_SCALE_POINTS = (("gripper to goal", "robot.ee_position", "goal_position"),)
-
-
 def metaworld_tasks() -> list[Task]:
     from sim_envs.metaworld_success import METAWORLD_RULES
 
@@ -351,7 +345,7 @@ def metaworld_tasks() -> list[Task]:
                 success_doc=success_rule.describe("any"),
                 success_mode="any",
                 success_rule=success_rule,
-                scale_points=REACH_SCALE_POINTS if name.startswith("reach") else SCALE_POINTS,
+                scale_points=REACH_SCALE_POINTS if name.startswith("reach") else ARM_SCALE_POINTS,
                 max_episode_steps=EPISODE_STEPS,
                 default_steps=20_000,
                 expert_reward_doc=EXPERT_DOC,

@@ -18,6 +18,13 @@ from pathlib import Path
 from sim_envs.success_rule import distance
 from sim_envs.task import Task
 
+ARM_SCALE_POINTS = (
+    ("gripper to object", "robot.ee_position", "obj.position"),
+    ("object to goal", "obj.position", "goal_position"),
+)
+"""An arm, an object and a goal (MetaWorld's and Fetch's views name them alike)."""
+REACH_SCALE_POINTS = (("gripper to goal", "robot.ee_position", "goal_position"),)
+"""An arm and a goal only."""
 HINTS_FILE = Path(__file__).with_name("scale_hints.json")
 RESETS = 8
 """Seeded resets per task (seeds 0..RESETS-1): enough to show the spread of placements."""

@@ -7,10 +7,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from polling import wait_for
 
 from text2reward.runs.lock import LOCK_FILE
 from text2reward.runs.store import RunStore
@@ -25,16 +25,6 @@ def first_error(result: subprocess.CompletedProcess) -> str:
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert lines and "Traceback" not in result.stderr, result.stderr
     return lines[0]
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture(scope="module")

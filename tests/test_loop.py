@@ -6,10 +6,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from openai_server import OpenAITestServer, Say
+from polling import wait_for
 
 from text2reward.loop import start_run
 from text2reward.runs.store import RunConfig, RunStore, list_runs
@@ -111,16 +111,6 @@ def test_openai_server_loop_feeds_tracebacks_back_and_records_failures(tmp_path)
     assert sum(c["tokens"]["completion"] for c in store.candidates()) > 0
 
 
-def _wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_killed_worker_then_resume_keeps_finished_results(tmp_path):
     runs = tmp_path / "runs"  # passed as the relative `runs`, as a user would type it
     command = [sys.executable, "-m", "text2reward.cli", "run", "--task", "fetch/reach", "--llm", "heuristic",
@@ -129,9 +119,9 @@ def test_killed_worker_then_resume_keeps_finished_results(tmp_path):
                "--hp", "learning_starts=50", "--hp", "batch_size=32", "--runs-dir", "runs"]
     main = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
     try:
-        run_dir = _wait_for(lambda: next(iter(runs.glob("*/config.json")), None), 60, "the run directory").parent
-        first_done = _wait_for(lambda: (p := run_dir / "rounds/r0/s0/training/done.json").is_file() and p, 240, "s0 to finish")
-        pid_file = _wait_for(lambda: (p := run_dir / "rounds/r0/s1/training/worker.pid").is_file() and p, 120, "s1's worker")
+        run_dir = wait_for(lambda: next(iter(runs.glob("*/config.json")), None), 60, "the run directory").parent
+        first_done = wait_for(lambda: (p := run_dir / "rounds/r0/s0/training/done.json").is_file() and p, 240, "s0 to finish")
+        pid_file = wait_for(lambda: (p := run_dir / "rounds/r0/s1/training/worker.pid").is_file() and p, 120, "s1's worker")
         os.kill(int(pid_file.read_text()), signal.SIGKILL)
         output, _ = main.communicate(timeout=300)
     finally:

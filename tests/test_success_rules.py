@@ -51,14 +51,13 @@ def _fetch_rollout_views(task, seed: int):
     from policies.reward_program import SparseReward
 
     env = make_task_env(task, SparseReward(), seed=seed, flatten=False)
-    wrapper = env
     rng = np.random.default_rng(seed)
     seen = []
     try:
         # gripper (reach) or block (others, teleported beside the goal at several distances), then random actions
         for episode in range(3):
             env.reset(seed=seed + episode)
-            unwrapped = wrapper.unwrapped
+            unwrapped = env.unwrapped
             if episode == 1 and task.id != "fetch/reach":
                 ids = unwrapped.model.joint("object0:joint")
                 address = int(unwrapped.model.jnt_qposadr[ids.id])
@@ -68,17 +67,17 @@ def _fetch_rollout_views(task, seed: int):
                     mujoco.mj_forward(unwrapped.model, unwrapped.data)
                     for _ in range(2):
                         _, _, _, _, info = env.step(np.zeros(4))
-                        seen.append((wrapper.view, info["step_success"]))
+                        seen.append((env.view, info["step_success"]))
                 continue
             for _ in range(task.max_episode_steps):
-                view = wrapper.view
+                view = env.view
                 if episode == 0:
                     point = view.robot.ee_position
                     action = np.append(np.clip((view.goal_position - point) * 20.0, -1, 1), 0.0)
                 else:
                     action = rng.uniform(-1, 1, 4)
                 _, _, terminated, truncated, info = env.step(action)
-                seen.append((wrapper.view, info["step_success"]))
+                seen.append((env.view, info["step_success"]))
                 if terminated or truncated:
                     break
     finally:
