@@ -7,20 +7,27 @@ success >= 0.8 over 10 episodes (cap 60k steps), for
   (b) the project: `policies.train` with the family's settings (policies/hyperparams/*.yml, or --hp).
 Both train on the same task env (the task's own expert reward, flattened observations) and are evaluated the
 same way (policies.callbacks.SuccessEvalCallback, 10 episodes every --eval-freq steps); the arms alternate
-per (seed, task), so load on a shared machine falls on both. Prints per task the solve rate, the median
+per (seed, task), so load on a shared machine falls on both. Every attempt runs in a fresh process, as a
+candidate does in the loop (the clock starts with learning, so SBX's compilations during learning count;
+process start-up and model construction count for neither arm); torch's thread count is its own default
+for (a) when attempts run one at a time (one thread each with --jobs 2, the faster setting on 2 cores), and
+JAX's on-disk compilation cache is used as the loop uses it. Prints per task the solve rate, the median
 steps and seconds to success (unsolved runs count at the cap), and the ratio (b)/(a).
 
     python benchmarks/time_to_success.py                                   # 5 tasks x 3 seeds x 2 arms, up to 60k steps: many hours on 2 CPU cores
     python benchmarks/time_to_success.py --tasks fetch/reach --seeds 1 --cap 20000
     python benchmarks/time_to_success.py --device cuda --hp batch_size=512   # the project arm with other settings
+    python benchmarks/time_to_success.py --jobs 2      # two attempts at a time, one per core (arms still alternate)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -57,9 +64,13 @@ def first_success(curve: list[dict[str, Any]]) -> dict[str, Any] | None:
     return next((p for p in curve if p["success_rate"] >= SOLVED), None)
 
 
-def plain_sb3(task_id: str, seed: int, cap: int, eval_freq: int, device: str) -> Attempt:
+def plain_sb3(task_id: str, seed: int, cap: int, eval_freq: int, device: str, threads: int | None) -> Attempt:
     """(a): SAC("MlpPolicy", env) with SB3's defaults, on the task env with the expert reward."""
+    import torch
     from stable_baselines3 import SAC
+
+    if threads is not None:
+        torch.set_num_threads(threads)
 
     task = get_task(task_id)
     env = make_task_env(task, reward_from_spec("expert"), seed=seed)
@@ -81,6 +92,13 @@ def project(task_id: str, seed: int, cap: int, eval_freq: int, device: str, over
                          eval_episodes=EPISODES, stop_at_success=SOLVED, overrides=overrides)
     result = train(config)
     return attempt(task_id, "project", seed, result.curve, result.steps, result.wall_seconds)
+
+
+def run_attempt(job: dict[str, Any]) -> Attempt:
+    """One attempt, in the fresh process the pool gives it."""
+    if job["arm"] == "sb3_defaults":
+        return plain_sb3(job["task"], job["seed"], job["cap"], job["eval_freq"], job["device"], job["threads"])
+    return project(job["task"], job["seed"], job["cap"], job["eval_freq"], job["device"], job["overrides"], Path(job["out"]))
 
 
 def attempt(task: str, arm: str, seed: int, curve: list[dict[str, Any]], trained: int, wall: float) -> Attempt:
@@ -122,24 +140,26 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--hp", nargs="*", default=[], metavar="KEY=VALUE", help="overrides of the project arm's settings")
     parser.add_argument("--arms", nargs="+", default=["sb3_defaults", "project"], choices=["sb3_defaults", "project"])
+    parser.add_argument("--jobs", type=int, default=1, help="attempts at a time (default 1; 2 on 2 cores gives each one)")
     parser.add_argument("--out", default="out/time_to_success")
     args = parser.parse_args()
     out = Path(args.out)
     info = machine()
     print(json.dumps(info), flush=True)
     overrides = parse_overrides(args.hp)
+    jobs = [{"task": task, "arm": arm, "seed": seed, "cap": args.cap, "eval_freq": args.eval_freq, "device": args.device,
+             "threads": None if args.jobs == 1 else 1, "overrides": overrides,
+             "out": str(out / f"{task.replace('/', '__')}-s{seed}")}
+            for seed in range(args.seeds) for task in args.tasks for arm in args.arms]  # arms alternate: shared load falls on both
     attempts: list[Attempt] = []
-    for seed in range(args.seeds):
-        for task in args.tasks:
-            for arm in args.arms:  # alternate the arms per (seed, task): shared load falls on both
-                if arm == "sb3_defaults":
-                    result = plain_sb3(task, seed, args.cap, args.eval_freq, args.device)
-                else:
-                    result = project(task, seed, args.cap, args.eval_freq, args.device, overrides, out / f"{task.replace('/', '__')}-s{seed}")
-                attempts.append(result)
-                print(f"  {task} seed {seed} {arm}: {'solved' if result.solved else 'not solved'} at {result.steps:,} steps, "
-                      f"{result.seconds:.0f} s (best {result.best_success:.1f})", flush=True)
-                write_json_atomic(out / "attempts.json", {"machine": info, "attempts": [asdict(a) for a in attempts]})
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=spawn, max_tasks_per_child=1) as pool:
+        for future in as_completed([pool.submit(run_attempt, job) for job in jobs]):
+            result = future.result()
+            attempts.append(result)
+            print(f"  {result.task} seed {result.seed} {result.arm}: {'solved' if result.solved else 'not solved'} at "
+                  f"{result.steps:,} steps, {result.seconds:.0f} s (best {result.best_success:.1f})", flush=True)
+            write_json_atomic(out / "attempts.json", {"machine": info, "jobs": args.jobs, "attempts": [asdict(a) for a in attempts]})
     summarise(attempts, args.tasks)
 
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import yaml
 
+from policies.algorithms import algorithm_class, get_algorithm
 from sim_envs.errors import ConfigError
 
 HYPERPARAMS_DIR = Path(__file__).parent / "hyperparams"
-ALGORITHMS = ("sac", "ppo")
 
 
 @dataclass
@@ -33,16 +33,18 @@ class Hyperparams:
 
 
 def load_hyperparams(family: str, algo: str | None = None, overrides: dict[str, Any] | None = None) -> Hyperparams:
-    """The family's settings; `algo` switches algorithm (dropping the other's kwargs)."""
+    """The family's settings; `algo` switches algorithm. Another implementation of the same algorithm
+    (`sac` for `sbx-sac`) keeps the settings it accepts; another algorithm starts from its library's defaults."""
     path = HYPERPARAMS_DIR / f"{family}.yml"
     if not path.is_file():
         raise ConfigError(f"no hyper-parameters for family {family!r}; add {path}")
     raw = yaml.safe_load(path.read_text()) or {}
     params = Hyperparams(**copy.deepcopy(raw))
     if algo is not None and algo != params.algo:
-        if algo not in ALGORITHMS:
-            raise ConfigError(f"unknown algorithm {algo!r}; use one of {', '.join(ALGORITHMS)}")
-        params = Hyperparams(algo=algo, n_envs=params.n_envs, eval_freq=params.eval_freq, eval_episodes=params.eval_episodes)
+        if get_algorithm(algo).family == get_algorithm(params.algo).family:
+            params = carry_settings(params, algo)
+        else:
+            params = Hyperparams(algo=algo, n_envs=params.n_envs, eval_freq=params.eval_freq, eval_episodes=params.eval_episodes)
     check_overrides(params.algo, overrides or {})
     for key, value in (overrides or {}).items():
         if hasattr(params, key):
@@ -52,17 +54,26 @@ def load_hyperparams(family: str, algo: str | None = None, overrides: dict[str, 
     return params
 
 
+def carry_settings(params: Hyperparams, algo: str) -> Hyperparams:
+    """`params` for another implementation of its algorithm, without the keys that one does not take."""
+    target = algorithm_class(algo)
+    accepted = inspect.signature(target.__init__).parameters
+    policy_accepts = inspect.signature(target.policy_aliases[params.policy].__init__).parameters
+    return Hyperparams(
+        algo=algo, policy=params.policy, n_envs=params.n_envs, eval_freq=params.eval_freq, eval_episodes=params.eval_episodes,
+        checkpoint_freq=params.checkpoint_freq,
+        algo_kwargs={key: value for key, value in params.algo_kwargs.items() if key in accepted},
+        policy_kwargs={key: value for key, value in params.policy_kwargs.items() if key in policy_accepts},
+    )
+
+
 SET_BY_TRAINING = frozenset({"self", "policy", "env", "seed", "device", "verbose", "tensorboard_log", "_init_setup_model"})
 """SB3 constructor arguments that training sets itself: an override of one would be ignored or fight it."""
 
 
 def valid_override_keys(algo: str) -> list[str]:
     """What `--hp KEY=VALUE` may name for `algo`: our settings plus the SB3 constructor's own arguments."""
-    from stable_baselines3 import PPO, SAC
-
-    algo_classes: dict[str, type[SAC] | type[PPO]] = {"sac": SAC, "ppo": PPO}
-    algo_class = algo_classes[algo]
-    constructor = inspect.signature(algo_class.__init__).parameters
+    constructor = inspect.signature(algorithm_class(algo).__init__).parameters
     ours = [f.name for f in fields(Hyperparams) if f.name not in ("algo", "algo_kwargs")]
     return sorted(set(ours) | {name for name in constructor if name not in SET_BY_TRAINING})
 

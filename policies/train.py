@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from policies.algorithms import algorithm_class, cache_jax_compilations, configure_jax, get_algorithm, jax_gpu_count, use_jax_device
 from policies.callbacks import ComponentStatsCallback, SuccessEvalCallback
 from policies.config import TrainConfig
 from policies.evaluate import evaluate, model_actor
@@ -70,20 +71,28 @@ class TrainResult:
 
 
 def resolve_device(device: str, algo: str | None = None) -> str:
-    """The torch device to train on. `auto` is a GPU when there is one, except for PPO: with SB3's MLP
-    policies PPO is faster on the CPU (its updates are small; SB3 warns when it is put on a GPU)."""
-    import torch
-
+    """The device to train on. `auto` is a GPU when there is one, except for PPO: with an MLP policy PPO is
+    faster on the CPU (its updates are small; SB3 warns when it is put on a GPU). SB3 trains with torch,
+    SBX with JAX, and each needs its own GPU build to see one."""
     if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
         raise ConfigError(f"unknown device {device!r}; use auto, cpu or cuda")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError("CUDA was requested but no CUDA GPU is visible; use --device cpu or --device auto")
+    algorithm = get_algorithm(algo) if algo is not None else None
+    if algorithm is not None and algorithm.backend == "sbx":
+        gpus = jax_gpu_count()
+        missing = "CUDA was requested but JAX sees no GPU; install JAX's CUDA build (pip install 'jax[cuda12]') or use --device cpu"
+    else:
+        import torch
+
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        missing = "CUDA was requested but no CUDA GPU is visible; use --device cpu or --device auto"
+    if device.startswith("cuda") and not gpus:
+        raise ConfigError(missing)
     if device == "auto":
-        return "cuda" if torch.cuda.is_available() and algo != "ppo" else "cpu"
+        return "cuda" if gpus and not (algorithm and algorithm.on_policy) else "cpu"
     if device.startswith("cuda:"):  # a GPU index that exists
-        index, count = device.partition(":")[2], torch.cuda.device_count()
-        if not index.isdigit() or int(index) >= count:
-            raise ConfigError(f"--device {device} names no GPU here: this machine has {count} (use cuda:0 to cuda:{count - 1})")
+        index = device.partition(":")[2]
+        if not index.isdigit() or int(index) >= gpus:
+            raise ConfigError(f"--device {device} names no GPU here: this machine has {gpus} (use cuda:0 to cuda:{gpus - 1})")
     return device
 
 
@@ -94,10 +103,11 @@ def resolve_reward(task: Task, spec: str) -> RewardFunction:
 
 
 def build_algorithm(params: Hyperparams, env: Any, seed: int, device: str, tb_dir: Path) -> Any:
-    from stable_baselines3 import PPO, SAC
-
-    algo_class = {"sac": SAC, "ppo": PPO}[params.algo]
-    return algo_class(
+    if get_algorithm(params.algo).backend == "sbx":
+        use_jax_device(device)
+        cache_jax_compilations()
+        device = "cpu"  # SBX's torch side only holds numpy buffers; JAX holds the networks
+    return algorithm_class(params.algo)(
         params.policy,
         env,
         seed=seed,
@@ -125,6 +135,7 @@ def train(
     steps = config.steps if config.steps is not None else task.default_steps
     if steps <= 0:
         raise ConfigError(f"--steps must be positive, got {steps}")
+    configure_jax(config.torch_threads)
     params = load_hyperparams(task.family, config.algo, config.overrides)
     # flags override the family's YAML; `params` then holds what is used, and result.json records it
     if config.n_envs is not None:
@@ -231,14 +242,10 @@ def load_policy(path: str | Path) -> tuple[Any, dict[str, Any]]:
     """A saved model and the result.json beside it (a run directory or its model.zip)."""
     import json
 
-    from stable_baselines3 import PPO, SAC
-
     path = Path(path)
     model_path = path / MODEL_FILE if path.is_dir() else path
     result_path = model_path.parent / RESULT_FILE
     if not model_path.is_file() or not result_path.is_file():
         raise ConfigError(f"no trained policy at {path}; pass the --out directory of `t2r train` (with {MODEL_FILE} and {RESULT_FILE})")
     meta = json.loads(result_path.read_text())
-    algo_classes: dict[str, type[SAC] | type[PPO]] = {"sac": SAC, "ppo": PPO}
-    algo_class = algo_classes[meta["algo"]]
-    return algo_class.load(model_path, device="cpu"), meta
+    return algorithm_class(meta["algo"]).load(model_path, device="cpu"), meta

@@ -155,13 +155,14 @@ def test_a_run_where_nothing_trained_ends_no_result_with_exit_1(tmp_path, behavi
 
 
 @pytest.mark.parametrize("args, message", [
-    (("run", "--task", "fetch/reach", "--hp", "lerning_rate=0.01"), "--hp lerning_rate is not a setting of SAC (did you mean learning_rate?); valid keys:"),
+    (("run", "--task", "fetch/reach", "--hp", "lerning_rate=0.01"), "--hp lerning_rate is not a setting of SBX-SAC (did you mean learning_rate?); valid keys:"),
     (("run", "--task", "fetch/reach", "--steps", "0"), "--steps must be at least 1, got 0"),
     (("run", "--task", "fetch/reach", "--device", "tpu"), "unknown device 'tpu'"),
+    (("run", "--task", "fetch/reach", "--algo", "td3"), "unknown algorithm 'td3'; use one of sac, ppo, sbx-sac, sbx-ppo"),
     (("run", "--task", "fetch/nope"), "unknown task 'fetch/nope'"),
     (("run", "--task", "fetch/reach", "--llm", "openai"), "the openai backend needs --model (or OPENAI_MODEL)"),
     (("run", "--task", "fetch/reach", "--llm", "file", "--reply-file", "missing.md"), "reply file missing.md not found"),
-    (("train", "--task", "fetch/reach", "--hp", "lerning_rate=0.01"), "--hp lerning_rate is not a setting of SAC"),
+    (("train", "--task", "fetch/reach", "--hp", "lerning_rate=0.01"), "--hp lerning_rate is not a setting of SBX-SAC"),
     (("train", "--task", "fetch/reach", "--steps", "0"), "--steps must be at least 1, got 0"),
     (("train", "--task", "fetch/reach", "--eval-episodes", "0"), "--eval-episodes must be at least 1, got 0"),
     (("dashboard", "--port", "70000"), "--port must be between 1 and 65535, got 70000"),
@@ -175,11 +176,17 @@ def test_mistakes_are_one_line_before_any_run_folder(tmp_path, args, message):
     assert not (tmp_path / "runs").exists(), "a refused command must not leave a run folder"
 
 
-def test_a_gpu_that_does_not_exist_is_refused_before_the_run(tmp_path):
+@pytest.mark.parametrize("algo", ["sac", "sbx-sac"])
+def test_a_gpu_that_does_not_exist_is_refused_before_the_run(tmp_path, algo):
+    """Asked of the library that will train (torch for SB3, JAX for SBX), with or without a GPU here."""
     import torch
 
-    device, message = ("cuda:99", "--device cuda:99 names no GPU here") if torch.cuda.is_available() else ("cuda", "no CUDA GPU is visible")
-    result = cli("run", "--task", "fetch/reach", "--device", device, "--runs-dir", tmp_path / "runs", timeout=120)
+    from policies.algorithms import jax_gpu_count
+
+    has_gpu = torch.cuda.is_available() if algo == "sac" else jax_gpu_count() > 0
+    missing = "no CUDA GPU is visible" if algo == "sac" else "JAX sees no GPU"
+    device, message = ("cuda:99", "--device cuda:99 names no GPU here") if has_gpu else ("cuda", missing)
+    result = cli("run", "--task", "fetch/reach", "--algo", algo, "--device", device, "--runs-dir", tmp_path / "runs", timeout=120)
     assert result.returncode == 1 and message in error_line(result)
     assert not (tmp_path / "runs").exists()
 

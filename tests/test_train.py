@@ -1,4 +1,4 @@
-"""Tiny real training runs write a complete result.json (SAC and PPO)."""
+"""Tiny real training runs write a complete result.json (SB3's SAC and PPO; SBX in test_sbx.py)."""
 
 import json
 
@@ -11,7 +11,7 @@ REQUIRED = {"success_rate", "mean_return", "steps", "wall_seconds", "curve", "co
 
 
 def test_sac_on_metaworld_writes_a_valid_result(tmp_path):
-    config = TrainConfig(task_id="metaworld/reach-v3", out_dir=tmp_path, steps=400, eval_freq=200, eval_episodes=1,
+    config = TrainConfig(task_id="metaworld/reach-v3", out_dir=tmp_path, steps=400, eval_freq=200, eval_episodes=1, algo="sac",
                          overrides={"learning_starts": 100, "batch_size": 32})
     result = train(config)
     data = json.loads((tmp_path / RESULT_FILE).read_text())
@@ -55,7 +55,7 @@ def test_a_gpu_that_is_not_there_is_refused(tmp_path):
     """Without CUDA, `cuda` is refused; with it, a GPU index past the count is (no skip either way)."""
     device, message = ("cuda:99", "names no GPU here") if _has_cuda() else ("cuda", "no CUDA GPU is visible")
     with pytest.raises(ConfigError, match=message):
-        train(TrainConfig(task_id="metaworld/reach-v3", out_dir=tmp_path, steps=10, device=device))
+        train(TrainConfig(task_id="metaworld/reach-v3", out_dir=tmp_path, steps=10, device=device, algo="sac"))
 
 
 def test_auto_keeps_ppo_on_the_cpu_and_gives_sac_a_gpu_when_there_is_one():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Protocol
@@ -82,10 +83,13 @@ class Loop:
         self.task: Task = get_task(self.config.task_id)
         self.backend = backend or make_run_backend(self.config, store)
         self.say = progress or (lambda message: None)
+        self.resources = ExitStack()
+        """What the run holds until it ends: the Ray session, opened when the first jobs train on Ray."""
+        self.ray_open = False
 
     # --- top level -----------------------------------------------------------------------------
     def run(self) -> FinalSummary:
-        with RunLock(self.store.root, say=self.say):
+        with RunLock(self.store.root, say=self.say), self.resources:
             return self._run_locked()
 
     def _run_locked(self) -> FinalSummary:
@@ -437,12 +441,24 @@ class Loop:
                       early_stopper: EarlyStopper | None = None) -> list[JobOutcome]:
         jobs, names = [job for _, job in labelled_jobs], [label for label, _ in labelled_jobs]
         if self.display is None:
-            return run_jobs(jobs, self.config.workers, on_done=on_done, early_stopper=early_stopper, names=names)
+            return self.run_jobs(jobs, on_done=on_done, early_stopper=early_stopper, names=names)
         self.display.start(labelled_jobs)
         try:
-            return run_jobs(jobs, self.config.workers, on_done=on_done, on_poll=self.display.poll, early_stopper=early_stopper, names=names)
+            return self.run_jobs(jobs, on_done=on_done, on_poll=self.display.poll, early_stopper=early_stopper, names=names)
         finally:
             self.display.stop()
+
+    def run_jobs(self, jobs: list[TrainJob], **options: Any) -> list[JobOutcome]:
+        """The jobs on the run's executor: worker processes here, or Ray tasks (Ray joined or started once per run,
+        when jobs first train, and left when the run ends)."""
+        if self.config.executor != "ray":
+            return run_jobs(jobs, self.config.workers, **options)
+        from text2reward.training.ray_pool import ray_session, run_jobs_on_ray
+
+        if not self.ray_open:
+            self.say(f"training on Ray: {self.resources.enter_context(ray_session(self.config.ray_address))}")
+            self.ray_open = True
+        return run_jobs_on_ray(jobs, self.config.workers, address=self.config.ray_address, **options)
 
     # --- final comparison ------------------------------------------------------------------------------
     def finalize(self) -> FinalSummary:
@@ -527,10 +543,11 @@ def start_run(config: RunConfig, runs_dir: Path, progress: Progress | None = Non
 def resume_run(runs_dir: Path, run_id: str, progress: Progress | None = None, backend: Backend | None = None,
                display: JobDisplay | None = None, reply_files: list[str] | None = None) -> RunStore:
     """Go on with a run; `reply_files` adds replies for a run that waits on a person (`--llm file`)."""
-    from text2reward.preflight import check_backend
+    from text2reward.preflight import check_backend, check_executor
 
     store = RunStore.open(runs_dir, run_id)
     config = store.config()
+    check_executor(config)
     if reply_files:
         if config.backend != "file":
             raise ConfigError(f"run {run_id} asks {config.backend}, not reply files: --reply-file is for runs made with --llm file")

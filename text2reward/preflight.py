@@ -9,7 +9,9 @@ run that ends "finished" with nothing trained.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +19,13 @@ from policies.config import TrainConfig
 from sim_envs import get_task, load_task_file
 from sim_envs.task import Task
 from text2reward.errors import ConfigError
-from text2reward.runs.store import RunConfig
+from text2reward.runs.store import EXECUTORS, RAY_MISSING, RunConfig
 
 
-def check_train_config(config: TrainConfig) -> Task:
-    """The task, the numbers, the device and every `--hp` key of one training job."""
+def check_train_config(config: TrainConfig, device_here: bool = True) -> Task:
+    """The task, the numbers, the device and every `--hp` key of one training job. `device_here=False`: the job
+    trains on other machines (a Ray cluster), which have the GPUs it asks for, not this one."""
+    from policies.algorithms import configure_jax
     from policies.hyperparams import load_hyperparams
     from policies.train import resolve_device
 
@@ -33,8 +37,12 @@ def check_train_config(config: TrainConfig) -> Task:
             raise ConfigError(f"{flag} must be at least 1, got {value}")
     if config.stop_at_success is not None and not 0.0 < config.stop_at_success <= 1.0:
         raise ConfigError(f"--stop-at-success must be in (0, 1], got {config.stop_at_success}")
-    resolve_device(config.device)
-    load_hyperparams(task.family, config.algo, config.overrides)
+    configure_jax(config.torch_threads)  # before the checks import JAX: `t2r train` trains in this process
+    params = load_hyperparams(task.family, config.algo, config.overrides)
+    if device_here:
+        resolve_device(config.device, params.algo)  # the library that will train must see the GPU
+    elif config.device not in ("auto", "cpu") and not config.device.startswith("cuda"):
+        raise ConfigError(f"unknown device {config.device!r}; use auto, cpu or cuda")
     return task
 
 
@@ -70,10 +78,35 @@ def check_run_config(config: RunConfig, backend_given: bool = False) -> RunConfi
     if config.task_file:
         load_task_file(config.task_file)
     task = get_task(config.task_id)
-    check_train_config(config.train_config(task.id, out_dir=_NOWHERE, reward="sparse", seed=config.seed))
+    joins_cluster = config.executor == "ray" and bool(config.ray_address)  # whose GPUs are the workers', not this machine's
+    check_train_config(config.train_config(task.id, out_dir=_NOWHERE, reward="sparse", seed=config.seed), device_here=not joins_cluster)
+    check_executor(config)
     if not backend_given:
         check_backend(config, task)
     return config
+
+
+def check_executor(config: RunConfig) -> None:
+    """The executor exists and can run here: `--executor ray` without Ray installed is refused before a model is asked."""
+    if config.executor not in EXECUTORS:
+        raise ConfigError(f"unknown --executor {config.executor!r}: choose local (worker processes on this machine) or ray (a Ray cluster)")
+    if config.executor == "ray" and importlib.util.find_spec("ray") is None:
+        raise ConfigError(RAY_MISSING)
+    if config.executor == "ray" and config.ray_address:
+        check_ray_address(config.ray_address)
+
+
+def check_ray_address(address: str) -> None:
+    """A cluster that is not there fails now, in seconds, with one line (joining it would wait for minutes)."""
+    host, colon, port = address.split("://")[-1].rpartition(":")
+    if not colon or not port.isdigit():
+        return  # `auto` and the like: Ray finds the cluster this machine belongs to
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=5):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"no Ray cluster answers at {address} ({exc.strerror or exc}): start one there with "
+                          "`ray start --head`, or fix --ray-address / RAY_ADDRESS") from exc
 
 
 def check_backend(config: RunConfig, task: Task) -> None:

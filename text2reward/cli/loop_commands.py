@@ -10,7 +10,9 @@ import typer
 
 from text2reward.cli.shared import (
     DEFAULT_RUNS_DIR,
+    ExecutorOption,
     HyperparamOption,
+    RayAddressOption,
     RunsDirOption,
     TaskFileOption,
     app,
@@ -131,9 +133,12 @@ def run(
     success_threshold: Annotated[float, typer.Option(help="a run (and, with --early-stop, a candidate) stops once it reaches this success rate")] = 0.9,
     early_stop: Annotated[bool, typer.Option(help="stop a candidate clearly behind the round's leader at 1/4 and 1/2 of the budget (--no-early-stop trains each to the end)")] = True,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda")] = "auto",
+    algo: Annotated[Optional[str], typer.Option(help="sbx-sac, sbx-ppo (SBX, JAX), sac or ppo (SB3, PyTorch); default: the task family's")] = None,
     eval_freq: Annotated[Optional[int], typer.Option(help="env steps between success evaluations")] = None,
     eval_episodes: Annotated[Optional[int], typer.Option(help="episodes per evaluation")] = None,
     hp: HyperparamOption = None,
+    executor: ExecutorOption = "local",
+    ray_address: RayAddressOption = None,
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
     task_file: TaskFileOption = None,
 ) -> None:
@@ -145,9 +150,10 @@ def run(
         task_id=task, backend=llm, model=model, base_url=base_url, reply_files=[str(p) for p in reply_file or []],
         rounds=rounds, samples=samples, steps=steps, workers=workers, seed=seed, few_shot=few_shot, vision=vision,
         screen=screen, screen_threshold=screen_threshold, fix_attempts=fix_attempts, video=video, final_seeds=final_seeds, compare_expert=compare_expert, success_threshold=success_threshold,
-        device=device, task_file=str(task_file.resolve()) if task_file else None,
+        device=device, algo=algo, task_file=str(task_file.resolve()) if task_file else None,
         eval_freq=eval_freq, eval_episodes=eval_episodes, overrides=parse_overrides(hp), temperature=temperature,
         timeout=timeout, max_retries=max_retries, concurrency=concurrency, cache=cache, early_stop=early_stop,
+        executor=executor, ray_address=ray_address,
     )
     store = start_run(config, runs_dir, progress=say, display=progress_bars())
     print_run_outcome(store)
@@ -160,19 +166,24 @@ def resume(
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
     rounds: Annotated[Optional[int], typer.Option(help="raise the number of rounds")] = None,
     reply_file: Annotated[Optional[list[Path]], typer.Option(help="more reply files for a run made with --llm file")] = None,
+    executor: Annotated[Optional[str], typer.Option("--executor", help="train on local or ray from now on (default: what the run used)")] = None,
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Continue an interrupted run (or add rounds, or replies): finished candidates are never redone."""
+    from dataclasses import asdict
+
     from text2reward.loop import resume_run
+    from text2reward.preflight import check_executor
     from text2reward.runs.store import RunStore
 
-    if rounds is not None:
+    if rounds is not None or executor is not None or ray_address is not None:
         store = RunStore.open(runs_dir, run_id)
         config = store.config()
-        if rounds > config.rounds:
-            from dataclasses import asdict
-
-            config.rounds = rounds
-            store.write_json("config.json", asdict(config))
+        config.rounds = max(config.rounds, rounds or 0)
+        config.executor = executor or config.executor
+        config.ray_address = ray_address or config.ray_address
+        check_executor(config)  # before it is recorded: a typo never lands in config.json
+        store.write_json("config.json", asdict(config))
     for path in reply_file or []:
         if not path.is_file():
             raise ConfigError(f"reply file {path} not found: save the model's reply to a file and pass its path")
@@ -186,8 +197,10 @@ def resume(
 def demo(
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
     task: Annotated[str, typer.Option(help="a task that learns in minutes on 2 cores")] = "fetch/reach",
-    steps: Annotated[int, typer.Option(help="training steps per candidate")] = 4000,
+    steps: Annotated[int, typer.Option(help="training steps per candidate")] = 8000,
     early_stop: Annotated[bool, typer.Option(help="stop a candidate clearly behind the round's leader (--no-early-stop trains each to the end)")] = True,
+    executor: ExecutorOption = "local",
+    ray_address: RayAddressOption = None,
 ) -> None:
     """The offline demo: the rule-based heuristic backend (no language model), 2 rounds x 2 candidates,
     a report with code, learning curves and a rollout video."""
@@ -195,11 +208,10 @@ def demo(
     from text2reward.runs.store import RunConfig
 
     console.print("text2reward demo: rewards composed by the [bold]rule-based heuristic backend[/bold] (no language model), offline.")
-    # Two full rounds whatever the success (threshold above 1), evaluated often enough to draw curves;
-    # learning starts early because the budget is small (SAC's default waits 1,000 steps).
+    # Two full rounds whatever the success (threshold above 1), evaluated often enough to draw curves.
     config = RunConfig(task_id=task, backend="heuristic", rounds=2, samples=2, steps=steps, workers=2,
                        final_seeds=1, success_threshold=1.01, eval_freq=max(steps // 8, 250), eval_episodes=10,
-                       overrides={"learning_starts": min(300, steps // 4)}, early_stop=early_stop)
+                       early_stop=early_stop, executor=executor, ray_address=ray_address)
     store = start_run(config, runs_dir, progress=say, display=progress_bars())
     print_run_outcome(store)
     video = next(iter(sorted(store.root.glob("rounds/*/s*/training/rollout.mp4"))), None)

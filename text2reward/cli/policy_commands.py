@@ -63,7 +63,7 @@ def train(
     seed: Annotated[int, typer.Option(help="seed of the policy, the environment and evaluation")] = 0,
     out: Annotated[Path, typer.Option(help="output directory")] = Path("runs/train"),
     device: Annotated[str, typer.Option(help="auto, cpu or cuda")] = "auto",
-    algo: Annotated[Optional[str], typer.Option(help="sac or ppo (default: the family's)")] = None,
+    algo: Annotated[Optional[str], typer.Option(help="sac, ppo (SB3), sbx-sac or sbx-ppo (SBX, JAX) (default: the family's)")] = None,
     eval_freq: Annotated[Optional[int], typer.Option(help="env steps between success evaluations")] = None,
     eval_episodes: Annotated[Optional[int], typer.Option(help="episodes per evaluation")] = None,
     stop_at_success: Annotated[Optional[float], typer.Option(help="stop once evaluation success reaches this")] = None,

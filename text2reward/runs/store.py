@@ -29,6 +29,10 @@ INDEX_FILE = "index.sqlite"
 STOP_FILE = "stop.json"
 """In a training job's folder: the run's early stopping asks the worker to stop (policies reads it)."""
 
+EXECUTORS = ("local", "ray")
+RAY_MISSING = "--executor ray needs Ray, an optional extra: pip install -e '.[ray]'"
+"""The one line for `--executor ray` where ray is not installed (preflight and the Ray executor both say it)."""
+
 
 @dataclass
 class RunConfig:
@@ -56,6 +60,8 @@ class RunConfig:
     final_seeds: int = 2
     compare_expert: bool = True
     device: str = "auto"
+    algo: str | None = None
+    """The training algorithm (`sbx-sac`, `sac`, `sbx-ppo`, `ppo`); None: the task family's default."""
     video: bool = True
     task_file: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
@@ -69,6 +75,10 @@ class RunConfig:
     early_stop: bool = True
     """A round's candidates stop at `success_threshold`, or when clearly behind the round's leader at a rung of
     the budget (training/early_stop.py); `--no-early-stop` trains each to its full budget."""
+    executor: str = "local"
+    """Where training jobs run: "local" (worker processes on this machine) or "ray" (tasks on a Ray cluster)."""
+    ray_address: str | None = None
+    """With executor "ray": the cluster to join (`--ray-address` / RAY_ADDRESS); None starts a local Ray on 127.0.0.1."""
 
     def train_config(self, task_id: str, out_dir: Path, reward: str, seed: int, early_stop: bool = False) -> TrainConfig:
         """The training settings of one of this run's jobs: the one place run settings become training settings.
@@ -76,7 +86,7 @@ class RunConfig:
         stop at the run's success threshold, and honour a stop file in the job's folder."""
         stopping = early_stop and self.early_stop
         return TrainConfig(
-            task_id=task_id, out_dir=Path(out_dir), reward=reward, steps=self.steps, seed=seed, device=self.device,
+            task_id=task_id, out_dir=Path(out_dir), reward=reward, steps=self.steps, seed=seed, device=self.device, algo=self.algo,
             eval_freq=self.eval_freq, eval_episodes=self.eval_episodes, overrides=dict(self.overrides),
             stop_at_success=self.success_threshold if stopping and self.success_threshold <= 1.0 else None,
             stop_file=str(Path(out_dir).parent / STOP_FILE) if stopping else None,

@@ -155,9 +155,9 @@ def _reason(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, Text2RewardError) else f"{type(exc).__name__}: {exc}"
 
 
-def main(argv: list[str]) -> int:
-    job_path = Path(argv[0])
-    job = TrainJob.from_dict(json.loads(job_path.read_text()))
+def execute(job: TrainJob) -> bool:
+    """Run the job in this process with its outcome as files: `done.json`, or `error.json` with the reason.
+    Shared by both executors (a local worker process, a Ray task), so a job's folder reads the same after either."""
     out = Path(job.out_dir)
     write_text_atomic(out / PID_FILE, str(os.getpid()))
     try:
@@ -165,8 +165,13 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # recorded for the loop, which marks the candidate failed with this reason
         reason = _reason(exc)
         write_json_atomic(out / ERROR_FILE, {"reason": reason, "traceback": traceback.format_exc()[-4000:]})
-        return 1
-    return 0
+        return False
+    return True
+
+
+def main(argv: list[str]) -> int:
+    job = TrainJob.from_dict(json.loads(Path(argv[0]).read_text()))
+    return 0 if execute(job) else 1
 
 
 if __name__ == "__main__":

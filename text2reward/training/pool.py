@@ -3,6 +3,9 @@
 Why subprocesses rather than a multiprocessing pool: each job's outcome is decided from files
 (`done.json` or `error.json`) and the exit status, so a killed worker is noticed, named, and costs
 only its own job; a rerun (`t2r resume`) skips every job that has `done.json`.
+
+`schedule` is the one scheduling path (jobs in flight, skipping finished work, early stopping); a `Launcher`
+says where jobs run: `LocalLauncher` here, a Ray cluster in `ray_pool`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Protocol
 
 from policies.io import write_json_atomic
 from text2reward.training.early_stop import EarlyStopper
@@ -58,7 +61,8 @@ def _supervise(stopper: EarlyStopper, running: dict[int, TrainJob], names: list[
             write_json_atomic(Path(stop_file), decision.to_dict())
 
 
-def _outcome(job: TrainJob, returncode: int) -> JobOutcome:
+def job_outcome(job: TrainJob, how: str) -> JobOutcome:
+    """The job's outcome from its folder's files; `how` says how a worker that left neither file ended."""
     out = Path(job.out_dir)
     record = job_done(out)
     if record is not None:
@@ -66,8 +70,119 @@ def _outcome(job: TrainJob, returncode: int) -> JobOutcome:
     error = out / ERROR_FILE
     if error.is_file():
         return JobOutcome(job, False, None, json.loads(error.read_text())["reason"])
-    how = f"killed by signal {-returncode}" if returncode < 0 else f"exited with status {returncode}"
     return JobOutcome(job, False, None, f"training worker {how} before finishing; `t2r resume` retrains it", interrupted=True)
+
+
+class Launcher(Protocol):
+    """Where jobs run (local worker processes, a Ray cluster): the scheduling around them is `schedule`'s."""
+
+    def start(self, index: int, job: TrainJob) -> None:
+        """Start a job whose folder holds its job.json (a fresh attempt: no error file, no stale stop file)."""
+
+    def collect(self) -> list[tuple[int, JobOutcome]]:
+        """The jobs that ended since the last call, with their outcomes (their files are in their folders by now)."""
+
+    def mirror(self) -> None:
+        """Bring what running jobs publish (progress, pid) into their folders, where the early stopper, progress bars
+        and the dashboard read it (a local worker writes there itself)."""
+
+    def relay_stops(self) -> None:
+        """Pass the stop files the early stopper just wrote on to the running jobs (a local worker reads its own)."""
+
+    def abort(self) -> None:
+        """Stop every job still running (the driver is leaving)."""
+
+
+def schedule(
+    jobs: list[TrainJob],
+    workers: int,
+    launcher: Launcher,
+    on_done: Callable[[JobOutcome], None] | None = None,
+    on_poll: Callable[[], None] | None = None,
+    early_stopper: EarlyStopper | None = None,
+    names: list[str] | None = None,
+) -> list[JobOutcome]:
+    """At most `workers` jobs in flight; finished jobs (done.json present) are not rerun. One path for every
+    executor, so early stopping, progress and skipping finished work behave the same on each."""
+    names = names or [str(i) for i in range(len(jobs))]
+    outcomes: dict[int, JobOutcome] = {}
+    pending = list(enumerate(jobs))
+    running: set[int] = set()
+
+    def finish(index: int, outcome: JobOutcome) -> None:
+        outcomes[index] = outcome
+        if outcome.record is not None and early_stopper is not None:
+            early_stopper.observe(names[index], (outcome.record.get("result") or {}).get("curve") or [])
+        if on_done:
+            on_done(outcome)
+
+    try:
+        while pending or running:
+            while pending and len(running) < workers:
+                index, job = pending.pop(0)
+                record = job_done(job.out_dir)
+                if record is not None:
+                    finish(index, JobOutcome(job, True, record, None))
+                    continue
+                Path(job.out_dir).mkdir(parents=True, exist_ok=True)
+                (Path(job.out_dir) / ERROR_FILE).unlink(missing_ok=True)
+                if job.train.stop_file:  # a stop asked of an earlier, killed attempt: this attempt is judged afresh
+                    Path(job.train.stop_file).unlink(missing_ok=True)
+                job.write()
+                launcher.start(index, job)
+                running.add(index)
+            for index, outcome in launcher.collect():
+                running.discard(index)
+                finish(index, outcome)
+            if running:
+                launcher.mirror()
+                if early_stopper is not None:
+                    _supervise(early_stopper, {index: jobs[index] for index in running}, names)
+                    launcher.relay_stops()
+            if on_poll:
+                on_poll()
+            time.sleep(0.2)
+    finally:
+        launcher.abort()
+    return [outcomes[i] for i in range(len(jobs))]
+
+
+class LocalLauncher:
+    """One `python -m text2reward.training.job` process per job on this machine; its output goes to worker.log."""
+
+    def __init__(self) -> None:
+        self.processes: dict[int, tuple[TrainJob, subprocess.Popen, IO[str]]] = {}
+
+    def start(self, index: int, job: TrainJob) -> None:
+        log = open(Path(job.out_dir) / "worker.log", "w")  # noqa: SIM115 (closed when the job ends)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "text2reward.training.job", str(Path(job.out_dir) / JOB_FILE)],
+            stdout=log, stderr=subprocess.STDOUT,
+        )
+        self.processes[index] = (job, process, log)
+
+    def collect(self) -> list[tuple[int, JobOutcome]]:
+        ended = []
+        for index, (job, process, log) in list(self.processes.items()):
+            code = process.poll()
+            if code is None:
+                continue
+            del self.processes[index]
+            log.close()
+            how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
+            ended.append((index, job_outcome(job, how)))
+        return ended
+
+    def mirror(self) -> None:
+        return None
+
+    def relay_stops(self) -> None:
+        return None
+
+    def abort(self) -> None:
+        for _, process, log in self.processes.values():
+            process.kill()
+            log.close()
 
 
 def run_jobs(
@@ -78,63 +193,10 @@ def run_jobs(
     early_stopper: EarlyStopper | None = None,
     names: list[str] | None = None,
 ) -> list[JobOutcome]:
-    """Run jobs, at most `workers` at a time; finished jobs (done.json present) are not rerun.
+    """Run jobs in local worker processes, at most `workers` at a time; finished jobs (done.json present) are not rerun.
 
     `on_poll` is called about five times a second while jobs run (progress displays). With an
     `early_stopper`, every evaluation a worker publishes is fed to it (by `names`, e.g. candidate ids), and
     a job it judges clearly behind gets its stop file: it stops within a few dozen steps and finishes
     normally with its partial result, freeing the worker for the next queued job."""
-    names = names or [str(i) for i in range(len(jobs))]
-    outcomes: dict[int, JobOutcome] = {}
-    pending = list(enumerate(jobs))
-    running: dict[int, subprocess.Popen] = {}
-    logs: dict[int, Any] = {}
-
-    def observe_done(index: int, record: dict[str, Any]) -> None:
-        if early_stopper is not None:
-            early_stopper.observe(names[index], (record.get("result") or {}).get("curve") or [])
-
-    try:
-        while pending or running:
-            while pending and len(running) < workers:
-                index, job = pending.pop(0)
-                record = job_done(job.out_dir)
-                if record is not None:
-                    observe_done(index, record)
-                    outcomes[index] = JobOutcome(job, True, record, None)
-                    if on_done:
-                        on_done(outcomes[index])
-                    continue
-                Path(job.out_dir).mkdir(parents=True, exist_ok=True)
-                (Path(job.out_dir) / ERROR_FILE).unlink(missing_ok=True)
-                if job.train.stop_file:  # a stop asked of an earlier, killed attempt: this attempt is judged afresh
-                    Path(job.train.stop_file).unlink(missing_ok=True)
-                job.write()
-                log = open(Path(job.out_dir) / "worker.log", "w")  # noqa: SIM115 (closed below)
-                logs[index] = log
-                running[index] = subprocess.Popen(
-                    [sys.executable, "-m", "text2reward.training.job", str(Path(job.out_dir) / JOB_FILE)],
-                    stdout=log, stderr=subprocess.STDOUT,
-                )
-            for index, process in list(running.items()):
-                code = process.poll()
-                if code is None:
-                    continue
-                del running[index]
-                logs.pop(index).close()
-                outcomes[index] = _outcome(jobs[index], code)
-                if outcomes[index].record is not None:
-                    observe_done(index, outcomes[index].record or {})
-                if on_done:
-                    on_done(outcomes[index])
-            if early_stopper is not None and running:
-                _supervise(early_stopper, {index: jobs[index] for index in running}, names)
-            if on_poll:
-                on_poll()
-            time.sleep(0.2)
-    finally:
-        for process in running.values():
-            process.kill()
-        for log in logs.values():
-            log.close()
-    return [outcomes[i] for i in range(len(jobs))]
+    return schedule(jobs, workers, LocalLauncher(), on_done=on_done, on_poll=on_poll, early_stopper=early_stopper, names=names)

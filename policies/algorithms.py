@@ -1,0 +1,105 @@
+"""The training algorithms by name: SB3's (PyTorch) and SBX's (the same algorithms in JAX, JIT-compiled).
+
+Why two implementations of one algorithm: on a CPU an SB3 SAC update is mostly Python and dispatch
+overhead, which SBX compiles away (benchmarks/RESULTS.md, time to success). Both share SB3's API
+(`learn`, callbacks, vec envs, `save`/`load`, `predict`), so the rest of training does not care which
+one it drives; this module is the only place that imports either.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sim_envs.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    name: str
+    family: str
+    """The algorithm itself (`sac` or `ppo`): settings carry over between implementations of one family."""
+    backend: str
+    """`sb3` (PyTorch) or `sbx` (JAX)."""
+
+    @property
+    def on_policy(self) -> bool:
+        return self.family == "ppo"
+
+
+ALGORITHMS = {
+    "sac": Algorithm("sac", "sac", "sb3"),
+    "ppo": Algorithm("ppo", "ppo", "sb3"),
+    "sbx-sac": Algorithm("sbx-sac", "sac", "sbx"),
+    "sbx-ppo": Algorithm("sbx-ppo", "ppo", "sbx"),
+}
+
+SBX_MISSING = "--algo {name} needs SBX (JAX); install it with: pip install sbx-rl"
+
+
+def get_algorithm(name: str) -> Algorithm:
+    if name not in ALGORITHMS:
+        raise ConfigError(f"unknown algorithm {name!r}; use one of {', '.join(ALGORITHMS)}")
+    return ALGORITHMS[name]
+
+
+def configure_jax(threads: int) -> None:
+    """Settings XLA reads once, when JAX is first imported, so this must run before that:
+    - its CPU backend uses every core by default; W workers on a small machine would fight over them;
+    - on a GPU it takes 75% of the memory up front, so a second worker on the same GPU would fail to
+      allocate: it allocates as it goes instead, as torch does.
+    A value the user set in the environment wins."""
+    if "jax" in sys.modules:
+        return
+    flags = os.environ.get("XLA_FLAGS", "")
+    if threads == 1 and "multi_thread_eigen" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1".strip()
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+
+def algorithm_class(name: str) -> Any:
+    """The class that trains `name` (imported on first use: torch and JAX are slow to import)."""
+    algorithm = get_algorithm(name)
+    if algorithm.backend == "sb3":
+        from stable_baselines3 import PPO, SAC
+
+        return {"sac": SAC, "ppo": PPO}[algorithm.family]
+    try:
+        import sbx
+    except ImportError as exc:
+        raise ConfigError(SBX_MISSING.format(name=name)) from exc
+    return {"sac": sbx.SAC, "ppo": sbx.PPO}[algorithm.family]
+
+
+def cache_jax_compilations() -> None:
+    """Keep XLA's compiled programs on disk: every candidate of a run trains the same networks on the same
+    shapes, so only the first worker pays the compilation (~10-30 s per SBX run on a small CPU)."""
+    import jax
+
+    cache_root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    jax.config.update("jax_compilation_cache_dir", str(cache_root / "text2reward" / "jax"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+def jax_gpu_count() -> int:
+    """The GPUs JAX can train on (none with its CPU-only build, whatever the machine has)."""
+    try:
+        import jax
+
+        return sum(device.platform == "gpu" for device in jax.devices())
+    except (ImportError, RuntimeError):
+        return 0
+
+
+def use_jax_device(device: str) -> None:
+    """Put SBX's computations where `--device` says: JAX picks a GPU by itself when its CUDA build is there."""
+    import jax
+
+    if device == "cpu":
+        jax.config.update("jax_default_device", jax.devices("cpu")[0])
+    elif device.startswith("cuda"):
+        index = int(device.partition(":")[2] or 0)
+        jax.config.update("jax_default_device", jax.devices("gpu")[index])
