@@ -78,10 +78,13 @@ ATTACKS = {
         'try:\n    results["cwd"] = str(os.listdir(CWD))\nexcept Exception as exc:\n    results["cwd"] = "blocked " + exc.__class__.__name__\n'
         'attempt(results, "file", lambda: real.open(CWD + "/pyproject.toml").read())\nraise ValueError(repr(results))'
     ),
+    # the verdicts come first and the worker's own variable names last: the message is cut at 600 characters,
+    # and a long environment (a long install path, variables a library set) must never push a verdict out of it
     "environment_and_proc": (
-        'results["own_env"] = str(dict(os.environ))\n'
         'attempt(results, "environ", lambda: real.open("/proc/" + str(PARENT) + "/environ", "rb").read())\n'
         'attempt(results, "cmdline", lambda: real.open("/proc/" + str(PARENT) + "/cmdline", "rb").read())\n'
+        'results["own_env"] = "SUCCEEDED: the parent secret is here" if any(TOKEN in v for v in os.environ.values()) else "blocked: no parent secret"\n'
+        'results["own_env_names"] = str(sorted(os.environ))\n'
         'raise ValueError(repr(results))'
     ),
     "write_files": (
