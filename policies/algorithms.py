@@ -1,7 +1,7 @@
 """The training algorithms by name: SB3's (PyTorch) and SBX's (the same algorithms in JAX, JIT-compiled).
 
-Why two implementations of one algorithm: on a CPU an SB3 SAC update is mostly Python and dispatch
-overhead, which SBX compiles away (benchmarks/RESULTS.md, time to success). Both share SB3's API
+Why two implementations of one algorithm: SBX's compiled SAC update costs half SB3's on the same network
+(benchmarks/update_cost.py), and that update is most of a step's time. Both share SB3's API
 (`learn`, callbacks, vec envs, `save`/`load`, `predict`), so the rest of training does not care which
 one it drives; this module is the only place that imports either.
 """
@@ -76,7 +76,7 @@ def algorithm_class(name: str) -> Any:
 
 def cache_jax_compilations() -> None:
     """Keep XLA's compiled programs on disk: every candidate of a run trains the same networks on the same
-    shapes, so only the first worker pays the compilation (~10-30 s per SBX run on a small CPU)."""
+    shapes, so only the first worker on a machine pays the compilation."""
     import jax
 
     cache_root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
