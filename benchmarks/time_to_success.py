@@ -18,6 +18,8 @@ steps and seconds to success (unsolved runs count at the cap), and the ratio (b)
     python benchmarks/time_to_success.py --tasks fetch/reach --seeds 1 --cap 20000
     python benchmarks/time_to_success.py --device cuda --hp batch_size=512   # the project arm with other settings
     python benchmarks/time_to_success.py --jobs 2      # two attempts at a time, one per core (arms still alternate)
+    python benchmarks/time_to_success.py --first-seed 2 --seeds 1 --out out/tts-s2   # one more seed, in its own run
+    python benchmarks/time_to_success.py --summarise out/time_to_success/attempts.json out/tts-s2/attempts.json
 """
 
 from __future__ import annotations
@@ -131,10 +133,16 @@ def summarise(attempts: list[Attempt], tasks: list[str]) -> None:
         print(f"\nmedian over tasks of (b)/(a) wall seconds to success: {statistics.median(ratios):.2f}")
 
 
+def read_attempts(paths: list[str], record: Any) -> list[Any]:
+    """The attempts of earlier runs' attempts.json files, as `record` objects (one seed per run can be merged)."""
+    return [record(**row) for path in paths for row in json.loads(Path(path).read_text())["attempts"]]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", nargs="+", default=TASKS)
-    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
+    parser.add_argument("--seeds", type=int, default=3, help="how many seeds (default 3)")
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds run from this one (default 0)")
     parser.add_argument("--cap", type=int, default=60_000, help="env steps at most per attempt (default 60k)")
     parser.add_argument("--eval-freq", type=int, default=2000, help="env steps between evaluations (both arms)")
     parser.add_argument("--device", default="auto")
@@ -142,7 +150,13 @@ def main() -> None:
     parser.add_argument("--arms", nargs="+", default=["sb3_defaults", "project"], choices=["sb3_defaults", "project"])
     parser.add_argument("--jobs", type=int, default=1, help="attempts at a time (default 1; 2 on 2 cores gives each one)")
     parser.add_argument("--out", default="out/time_to_success")
+    parser.add_argument("--summarise", nargs="+", metavar="ATTEMPTS_JSON",
+                        help="print the table over the attempts of earlier runs (e.g. one seed per run) and train nothing")
     args = parser.parse_args()
+    if args.summarise:
+        merged = read_attempts(args.summarise, Attempt)
+        summarise(merged, [task for task in args.tasks if any(a.task == task for a in merged)])
+        return
     out = Path(args.out)
     info = machine()
     print(json.dumps(info), flush=True)
@@ -150,7 +164,7 @@ def main() -> None:
     jobs = [{"task": task, "arm": arm, "seed": seed, "cap": args.cap, "eval_freq": args.eval_freq, "device": args.device,
              "threads": None if args.jobs == 1 else 1, "overrides": overrides,
              "out": str(out / f"{task.replace('/', '__')}-s{seed}")}
-            for seed in range(args.seeds) for task in args.tasks for arm in args.arms]  # arms alternate: shared load falls on both
+            for seed in range(args.first_seed, args.first_seed + args.seeds) for task in args.tasks for arm in args.arms]  # arms alternate: shared load falls on both
     attempts: list[Attempt] = []
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=spawn, max_tasks_per_child=1) as pool:

@@ -13,6 +13,9 @@ class TrainConfig:
     task_id: str
     out_dir: Path
     reward: str = "expert"
+    reward_mode: str = "dense"
+    """How a "code" reward's program becomes the training reward (policies.reward_modes): "dense" (the program is
+    the reward), "potential" (sparse success plus gamma*Phi(s') - Phi(s)) or "progress" (progress gains plus a count bonus)."""
     steps: int | None = None
     seed: int = 0
     device: str = "auto"

@@ -17,6 +17,14 @@ import numpy as np
 from sim_envs.errors import RewardProgramError
 
 ENTRY_POINT = "compute_dense_reward"
+MODE_SIGNATURES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "dense": (ENTRY_POINT, ("self", "action")),
+    "potential": ("compute_potential", ("self",)),
+    "progress": ("compute_progress", ("self",)),
+}
+"""Reward mode -> the function a program defines and its parameters (policies.reward_modes says what each mode
+trains on). Here, beside the entry point, because the sandbox's static check and extraction need it without Gymnasium."""
+MODE_ENTRY_NAMES = frozenset(name for name, _ in MODE_SIGNATURES.values())
 
 
 class RewardFunction(Protocol):
@@ -87,18 +95,20 @@ class ProgramReward:
 
     source: str
     name: str = "program"
+    mode: str = "dense"
+    """The reward mode the program is written for: its value is the total (policies.reward_modes shapes it)."""
     isolation: str = field(default="none: trusted code run in the training process (--trusted-reward)", init=False)
     function: Callable[..., Any] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.function = compile_reward(self.source, self.name)
+        self.function = compile_reward(self.source, self.name, self.mode)
 
     @classmethod
-    def from_file(cls, path: str | Path) -> ProgramReward:
+    def from_file(cls, path: str | Path, mode: str = "dense") -> ProgramReward:
         path = Path(path)
         if not path.is_file():
             raise RewardProgramError(f"reward file {path} does not exist; pass a .py file defining {ENTRY_POINT}(self, action)")
-        return cls(path.read_text(), name=path.stem)
+        return cls(path.read_text(), name=path.stem, mode=mode)
 
     def __call__(self, view: Any, action: np.ndarray, native_reward: float, step_success: bool) -> tuple[float, dict[str, float]]:
         return normalise_output(self.function(view, action))
@@ -125,45 +135,69 @@ def program_namespace(name: str, builtins: Mapping[str, Any] | None = None) -> d
     return namespace
 
 
-def find_entry_point(tree: ast.Module, origin: str) -> ast.FunctionDef:
-    """The module-level `compute_dense_reward` definition, checked to be callable as `(self, action)`.
+def find_entry_point(tree: ast.Module, origin: str, mode: str = "dense") -> ast.FunctionDef:
+    """The module-level function the reward mode asks for (`compute_dense_reward(self, action)`, or
+    `compute_potential(self)` / `compute_progress(self)`), checked to be callable with those arguments.
 
     Extra parameters are fine when they have defaults (`obs=None`, `scale=1.0`) or are `*args` /
-    `**kwargs`; a third required parameter or a keyword-only one without a default is not."""
+    `**kwargs`; a further required parameter or a keyword-only one without a default is not."""
+    if mode not in MODE_SIGNATURES:
+        raise RewardProgramError(f"unknown reward mode {mode!r}; use one of {', '.join(MODE_SIGNATURES)}")
+    name, parameters = MODE_SIGNATURES[mode]
+    signature = f"{name}({', '.join(parameters)})"
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == ENTRY_POINT:
-            problem = _signature_problem(node.args)
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            problem = _signature_problem(node.args, len(parameters))
             if problem:
-                raise RewardProgramError(
-                    f"{origin}: {ENTRY_POINT} {problem}; it must be {ENTRY_POINT}(self, action) (any further parameters need defaults)"
-                )
+                raise RewardProgramError(f"{origin}: {name} {problem}; it must be {signature} (any further parameters need defaults)")
             return node
-    raise RewardProgramError(f"{origin} defines no {ENTRY_POINT}(self, action); add that function at module level")
+    other = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in MODE_ENTRY_NAMES and n.name != name]
+    wrong_mode = f" (it defines {other[0]}, which another reward mode asks for; this run's mode is {mode})" if other else ""
+    raise RewardProgramError(f"{origin} defines no {signature}{wrong_mode}; add that function at module level")
 
 
-def _signature_problem(args: ast.arguments) -> str | None:
-    """Why `f(self, action)` would fail with these parameters (a TypeError at the first call), or None."""
+def _signature_problem(args: ast.arguments, count: int = 2) -> str | None:
+    """Why calling the function with `count` positional arguments would fail (a TypeError at the first call), or None."""
     positional = [a.arg for a in args.posonlyargs + args.args]
     required = positional[: len(positional) - len(args.defaults)]
-    if len(positional) < 2 and args.vararg is None:
+    if len(positional) < count and args.vararg is None:
         return f"takes {len(positional)} parameters ({', '.join(positional) or 'none'})"
-    if len(required) > 2:
-        return f"requires {len(required)} positional parameters ({', '.join(required)}); give the ones after action a default value"
+    if len(required) > count:
+        return (f"requires {len(required)} positional parameters ({', '.join(required)}); "
+                f"give the ones after {positional[count - 1]} a default value")
     missing = [a.arg for a, default in zip(args.kwonlyargs, args.kw_defaults) if default is None]
     if missing:
         return f"has the keyword-only parameter '{missing[0]}' without a default; give it a default value or remove it"
     return None
 
 
-def compile_reward(source: str, origin: str = "reward") -> Callable[..., Any]:
-    """Compile trusted reward code and return its entry point."""
+ADAPTER = """
+
+def compute_dense_reward(self, action):  # added by text2reward: the {mode} mode calls {entry}(self)
+    return {entry}(self)
+"""
+
+
+def runnable_source(source: str, mode: str) -> str:
+    """The program a reward worker runs: a dense program as written; a potential or progress program with an
+    adapter that makes its value the worker's `total` (policies.reward_modes turns that into a reward), so every
+    mode runs through the one entry point, in the jail and in process alike."""
+    if mode not in MODE_SIGNATURES:
+        raise RewardProgramError(f"unknown reward mode {mode!r}; use one of {', '.join(MODE_SIGNATURES)}")
+    if mode == "dense":
+        return source
+    return source.rstrip("\n") + "\n" + ADAPTER.format(mode=mode, entry=MODE_SIGNATURES[mode][0])
+
+
+def compile_reward(source: str, origin: str = "reward", mode: str = "dense") -> Callable[..., Any]:
+    """Compile trusted reward code and return its entry point (for a potential or progress program, the adapter)."""
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
         raise RewardProgramError(f"{origin} has a syntax error on line {exc.lineno}: {exc.msg}") from exc
-    find_entry_point(tree, origin)
+    find_entry_point(tree, origin, mode)
     namespace = program_namespace(f"t2r_reward_{origin}")
-    exec(compile(tree, f"<{origin}>", "exec"), namespace)
+    exec(compile(runnable_source(source, mode), f"<{origin}>", "exec"), namespace)
     return namespace[ENTRY_POINT]
 
 

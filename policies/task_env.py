@@ -11,6 +11,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from policies.reward_modes import wrap_for_mode
 from policies.reward_program import RewardFunction
 from sim_envs.task import Task
 from sim_envs.view_base import StateView
@@ -68,9 +69,13 @@ def make_task_env(
     render_mode: str | None = None,
     render_size: int | None = None,
     flatten: bool = True,
+    reward_mode: str = "dense",
+    gamma: float = 0.99,
 ) -> gym.Env:
-    """The env agents train and are evaluated on: task env + reward + flat observations."""
+    """The env agents train and are evaluated on: task env + reward (shaped by its mode, policies.reward_modes)
+    + flat observations. `gamma` is the algorithm's discount, which potential-based shaping must use."""
     env: gym.Env = TaskRewardWrapper(task.make_env(render_mode=render_mode, seed=seed, render_size=render_size), task, reward_fn)
+    env = wrap_for_mode(env, reward_mode, gamma)
     if flatten and isinstance(env.observation_space, gym.spaces.Dict):
         env = gym.wrappers.FlattenObservation(env)
     return env

@@ -46,8 +46,9 @@ class _ClosesReward(gym.Wrapper):
 
 
 def make(task_id: str, reward: str = "expert", trusted_reward: bool = False, seed: int | None = None,
-         render_mode: str | None = None) -> gym.Env:
-    """The task env with `reward`: "expert", "sparse" or a .py file defining compute_dense_reward."""
+         render_mode: str | None = None, reward_mode: str = "dense", gamma: float = 0.99) -> gym.Env:
+    """The task env with `reward`: "expert", "sparse" or a .py file defining compute_dense_reward (or, with
+    `reward_mode` "potential" / "progress", compute_potential / compute_progress, shaped with the agent's `gamma`)."""
     from policies.reward_program import reward_from_spec
     from policies.task_env import make_task_env
     from sim_envs import get_task
@@ -59,8 +60,10 @@ def make(task_id: str, reward: str = "expert", trusted_reward: bool = False, see
             raise ConfigError(f"task {task.id} has no expert reward; use reward='sparse' or a reward file")
         reward_fn: Any = reward_from_spec(reward)
     else:
-        reward_fn = reward_from_file(reward, trusted_reward)
-    return _ClosesReward(make_task_env(task, reward_fn, seed=seed, render_mode=render_mode), reward_fn)
+        reward_fn = reward_from_file(reward, trusted_reward, reward_mode)
+    if reward_mode != "dense" and reward in ("expert", "sparse"):
+        raise ConfigError(f"reward_mode={reward_mode!r} shapes a reward program; pass reward='PATH.py' with the mode's function")
+    return _ClosesReward(make_task_env(task, reward_fn, seed=seed, render_mode=render_mode, reward_mode=reward_mode, gamma=gamma), reward_fn)
 
 
 def register_tasks() -> list[str]:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from sim_envs import get_task, load_task_file
 from sim_envs.task import Task
@@ -22,25 +22,15 @@ from text2reward.generation.llm.base import Backend, GenerationRequest
 from text2reward.generation.llm.errors import BackendError, RepliesExhausted
 from text2reward.runs.lock import RunLock
 from text2reward.runs.ranking import best_candidate
-from text2reward.runs.records import Candidate, FinalSummary, RoundSummary, TrainingSummary, has_training
+from text2reward.runs.records import Candidate, FinalSummary, RoundSummary, has_training, training_summary
 from text2reward.runs.store import RunConfig, RunStore, index_run
 from text2reward.training.early_stop import EarlyStopper
 from text2reward.training.job import TRAIN_DIR, TrainJob
-from text2reward.training.pool import JobOutcome, run_jobs
+from text2reward.training.pool import JobDisplay, JobOutcome, run_jobs
 
 Progress = Callable[[str], None]
 PENDING_PROMPT_FILE = "pending_prompt.md"
 """Where a run driven by reply files writes the prompt it waits on (`t2r prompt --run RUN` prints it)."""
-
-
-class JobDisplay(Protocol):
-    """Shows training jobs while they run (the CLI draws progress bars; tests pass none)."""
-
-    def start(self, labelled_jobs: list[tuple[str, TrainJob]]) -> None: ...
-
-    def poll(self) -> None: ...
-
-    def stop(self) -> None: ...
 
 
 def replies_used(store: RunStore) -> int:
@@ -111,6 +101,7 @@ class Loop:
                 if best and best["training"]["success_rate"] >= self.config.success_threshold and not waiting:
                     self.say(f"success {best['training']['success_rate']:.2f} reached the threshold: stopping early")
                     break
+            redone = self.tune_best() or redone
             final = self.store.final_summary()
             if redone or final is None or final.get("interrupted"):
                 final = self.finalize()
@@ -141,6 +132,33 @@ class Loop:
             raise
         finally:
             index_run(self.store)
+
+    def tune_best(self) -> bool:
+        """`--tune N`: tune the best candidate's constants (text2reward.tuning) once the rounds are done; True when
+        this call trained something (so the final comparison is redone for a tuned winner). A resume goes on with
+        the same study; a reward with nothing to tune, or a best that already reached the threshold, is said and skipped."""
+        if self.config.tune <= 0:
+            return False
+        from text2reward.tuning import tune_candidate
+
+        best = best_candidate([c for c in self.store.candidates() if not c.get("parent")])
+        if best is None:
+            return False
+        if best["training"]["success_rate"] >= self.config.success_threshold:
+            self.say(f"tuning skipped: {best['id']} already reached the success threshold")
+            return False
+        tuned_before = self.store.candidate(f"{best['id']}-tuned")
+        if tuned_before is not None and (tuned_before.get("tuned") or {}).get("trials", 0) >= self.config.tune:
+            return False
+        self.say(f"tuning {best['id']}'s constants: {self.config.tune} trial(s)")
+        try:
+            tuned = tune_candidate(self.store, best["id"], self.config.tune, progress=self.say, display=self.display,
+                                   runner=lambda jobs, workers, **options: self.run_jobs(jobs, **options))  # the run's executor
+        except Text2RewardError as exc:  # no UPPER_CASE constants, no trial completed: the run keeps its result
+            self.say(f"tuning skipped: {exc}")
+            return False
+        self.say(f"{tuned['id']}: success {tuned['training']['success_rate']:.2f} (parent {best['training']['success_rate']:.2f})")
+        return True
 
     def wait_for_replies(self, exc: RepliesExhausted) -> None:
         """Reply files ran out: write the prompt that needs answers and stop cleanly; a resume with new
@@ -204,14 +222,14 @@ class Loop:
             messages, context = self.human_prompt(human[-1])
             context["feedback_event"] = human[-1]["id"]
         elif best is None:
-            messages = prompting.build_initial_messages(self.task, few_shot=self.config.few_shot)
+            messages = prompting.build_initial_messages(self.task, few_shot=self.config.few_shot, reward_mode=self.config.reward_mode)
         else:
             from text2reward.feedback import component_stats
 
             code = self.store.root.joinpath(best["code_file"]).read_text()
             feedback_file = best.get("feedback_file")
             feedback = self.store.root.joinpath(feedback_file).read_text() if feedback_file else ""
-            messages = prompting.build_feedback_messages(self.task, code, feedback)
+            messages = prompting.build_feedback_messages(self.task, code, feedback, self.config.reward_mode)
             context = {
                 "previous_best_code": code,
                 "component_stats": component_stats(best["training_result"]),
@@ -222,6 +240,7 @@ class Loop:
             # a vision-capable model sees what the robot did (the backend attaches these to the prompt)
             context["images"] = [str(self.store.root / k) for k in shown["keyframes"]]
         context["round"] = round_index
+        context["reward_mode"] = self.config.reward_mode  # what the program defines (the heuristic backend reads it too)
         self.store.write_json(f"rounds/r{round_index}/prompt.json", {"messages": messages, "context": context})
         return messages, context
 
@@ -245,10 +264,11 @@ class Loop:
         if event["type"] == "preference":
             _, best_code, best_text = load(event["best"])
             _, worst_code, worst_text = load(event["worst"])
-            messages = prompting.build_preference_messages(self.task, best_code, worst_code, best_text, worst_text, event.get("text"))
+            messages = prompting.build_preference_messages(self.task, best_code, worst_code, best_text, worst_text, event.get("text"),
+                                                           self.config.reward_mode)
             return messages, {"previous_best_code": best_code, "critique": event.get("text") or ""}
         _, code, behaviour = load(event["candidate"])
-        messages = prompting.build_human_feedback_messages(self.task, code, behaviour, event["text"])
+        messages = prompting.build_human_feedback_messages(self.task, code, behaviour, event["text"], self.config.reward_mode)
         return messages, {"previous_best_code": code, "critique": event["text"]}
 
     def round_replies(self, round_index: int, messages: list[dict[str, Any]], context: dict[str, Any]) -> list[dict[str, Any]]:
@@ -302,11 +322,12 @@ class Loop:
             if attempt == self.config.fix_attempts:
                 return self.finish_candidate(candidate, status, error)
             self.say(f"{candidate['id']}: {error.splitlines()[0][:100]} -> asking for a fix")
-            fix_messages = prompting.build_error_messages(self.task, code or text, error)
+            fix_messages = prompting.build_error_messages(self.task, code or text, error, self.config.reward_mode)
             fix = self.backend.generate(GenerationRequest(
                 messages=fix_messages, n=1, task_id=self.task.id, round=round_index, seed=self.config.seed,
                 temperature=self.config.temperature,
-                context={"fix_error": error, "sample": sample, "attempt": attempt + 1, "round": round_index},
+                context={"fix_error": error, "sample": sample, "attempt": attempt + 1, "round": round_index,
+                         "reward_mode": self.config.reward_mode},
             ))[0]
             candidate["tokens"]["prompt"] += fix.prompt_tokens
             candidate["tokens"]["completion"] += fix.completion_tokens
@@ -322,15 +343,15 @@ class Loop:
         from text2reward.sandbox import validate
 
         directory = self.store.candidate_dir(candidate["round"], candidate["sample"])
-        extraction = extract_code(text)
+        extraction = extract_code(text, self.config.reward_mode)
         if not extraction.ok:
-            error = extraction.error or "the reply contains no compute_dense_reward(self, action)"
+            error = extraction.error or f"the reply contains no {self.config.reward_mode} function"
             candidate["attempts"].append({"attempt": attempt, "errors": [error]})
             return ("invalid" if extraction.function_found else "no_code"), error, extraction.code
         code = extraction.code
         assert code is not None  # an ok extraction holds its code
         code_file = self.store.relative(self.store.write_text(directory / f"reward_{attempt}.py", code))
-        report = validate(code, self.task)
+        report = validate(code, self.task, mode=self.config.reward_mode)
         record: dict[str, Any] = {"attempt": attempt, "code_file": code_file, "validation": report.to_dict()}
         candidate["attempts"].append(record)
         if not report.ok:
@@ -358,6 +379,7 @@ class Loop:
     def screen(self, code: str) -> dict[str, Any]:
         """Replay the reward over recorded successes and failures; a reward that raises on one of those
         states raises RewardProgramError (its message goes back to the model)."""
+        from policies.reward_program import runnable_source
         from text2reward.sandbox import run_reward
         from text2reward.screening import screen_program, screening_trajectories
 
@@ -366,12 +388,13 @@ class Loop:
             return {"passed": True, "skipped": True, "comparison_text": "no successful and failed rollouts to compare; not screened"}
 
         def run_returns(code: str, samples: list) -> list[float]:
-            result = run_reward(code, samples)
+            result = run_reward(runnable_source(code, self.config.reward_mode), samples)
             if result.error:
                 raise RewardProgramError(result.error)
             return [total for total, _ in result.outputs]
 
-        return screen_program(self.task, code, trajectories, run_returns, threshold=self.config.screen_threshold).to_dict()
+        return screen_program(self.task, code, trajectories, run_returns, threshold=self.config.screen_threshold,
+                              mode=self.config.reward_mode).to_dict()
 
     # --- training ------------------------------------------------------------------------------------
     def job(self, out_dir: Path, reward: str, code_path: Path | None, seed: int, video: bool, early_stop: bool = False) -> TrainJob:
@@ -496,16 +519,6 @@ class Loop:
                                  "curves": [r["curve"] for r in results]}
         self.store.write_final_summary(summary)
         return summary
-
-
-def training_summary(result: dict[str, Any]) -> TrainingSummary:
-    """A candidate's training figures, from its result.json."""
-    return {
-        "success_rate": result["success_rate"], "best_success_rate": result["best_success_rate"],
-        "mean_return": result["mean_return"], "mean_native_return": result["mean_native_return"],
-        "steps": result["steps"], "wall_seconds": result["wall_seconds"],
-        "steps_per_second": result["steps_per_second"], "curve": result["curve"],
-    }
 
 
 def no_result_reason(candidates: list[Candidate]) -> str:

@@ -27,6 +27,7 @@ def check_train_config(config: TrainConfig, device_here: bool = True) -> Task:
     trains on other machines (a Ray cluster), which have the GPUs it asks for, not this one."""
     from policies.algorithms import configure_jax
     from policies.hyperparams import load_hyperparams
+    from policies.reward_modes import check_mode, entry_point
     from policies.train import resolve_device
 
     task = get_task(config.task_id)
@@ -37,6 +38,10 @@ def check_train_config(config: TrainConfig, device_here: bool = True) -> Task:
             raise ConfigError(f"{flag} must be at least 1, got {value}")
     if config.stop_at_success is not None and not 0.0 < config.stop_at_success <= 1.0:
         raise ConfigError(f"--stop-at-success must be in (0, 1], got {config.stop_at_success}")
+    check_mode(config.reward_mode)
+    if config.reward_mode != "dense" and config.reward in ("expert", "sparse"):
+        raise ConfigError(f"--reward-mode {config.reward_mode} shapes a reward program; pass --reward PATH.py defining "
+                          f"{entry_point(config.reward_mode)}(self), or drop --reward-mode")
     configure_jax(config.torch_threads)  # before the checks import JAX: `t2r train` trains in this process
     params = load_hyperparams(task.family, config.algo, config.overrides)
     if device_here:
@@ -79,7 +84,7 @@ def check_run_config(config: RunConfig, backend_given: bool = False) -> RunConfi
         load_task_file(config.task_file)
     task = get_task(config.task_id)
     joins_cluster = config.executor == "ray" and bool(config.ray_address)  # whose GPUs are the workers', not this machine's
-    check_train_config(config.train_config(task.id, out_dir=_NOWHERE, reward="sparse", seed=config.seed), device_here=not joins_cluster)
+    check_train_config(config.train_config(task.id, out_dir=_NOWHERE, reward="code", seed=config.seed), device_here=not joins_cluster)
     check_executor(config)
     if not backend_given:
         check_backend(config, task)

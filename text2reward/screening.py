@@ -250,8 +250,27 @@ def _summary(values: np.ndarray) -> str:
     return f"mean {np.mean(values):.4g} (min {min(values):.4g}, max {max(values):.4g})"
 
 
-def screen(returns_success: Sequence[float], returns_failure: Sequence[float], threshold: float = 0.8, failure_kinds: Sequence[str] | None = None) -> ScreeningResult:
-    """Score = fraction of (success, failure) pairs where the success return is strictly higher."""
+MEASURES = {
+    "dense": ("return", "Returns (sum of per-step totals over a rollout)",
+              "A useful dense reward gives successful rollouts a higher return than failed ones: progress towards "
+              "the goal and completing the task must pay more than idling, flailing or moving at random."),
+    "potential": ("rise of the potential", "Rises (the potential at the last step minus at the first; the shaped return gains "
+                  "gamma^T times the last minus the first)",
+                  "A useful potential rises more along successful rollouts than along failed ones: states closer to completing "
+                  "the task must score higher than where idling, flailing or random moves end up."),
+    "progress": ("rise of the progress", "Rises (the progress at the last step minus at the first)",
+                 "A useful progress function rises more along successful rollouts than along failed ones: it must reach its "
+                 "high levels only by doing the task, not by idling, flailing or moving at random."),
+}
+"""Reward mode -> what screening compares per rollout, how the text names it, and the advice on a failure. A dense
+reward's rollouts are compared by return; a potential's or a progress's by how much the value rose, which is what
+the shaped training reward pays over an episode (policies.reward_modes)."""
+
+
+def screen(returns_success: Sequence[float], returns_failure: Sequence[float], threshold: float = 0.8,
+           failure_kinds: Sequence[str] | None = None, mode: str = "dense") -> ScreeningResult:
+    """Score = fraction of (success, failure) pairs where the success return (or rise) is strictly higher."""
+    measure, measure_text, advice = MEASURES[mode]
     if not returns_success or not returns_failure:
         raise ConfigError(
             "screening needs at least one successful and one failed rollout; this task's scripted policy "
@@ -266,14 +285,14 @@ def screen(returns_success: Sequence[float], returns_failure: Sequence[float], t
     kinds = list(failure_kinds) if failure_kinds is not None else []
     lines = [
         f"Screening before training: over {succ.size} successful and {fail.size} failed rollouts of this task, "
-        f"your reward gave the successful rollout the higher return in {wins} of {pairs} pairs "
+        f"your {'reward' if mode == 'dense' else mode} gave the successful rollout the higher {measure} in {wins} of {pairs} pairs "
         f"(score {score:.2f}, needed {threshold:.2f}): {'passed' if passed else 'FAILED'}.",
-        f"Returns (sum of per-step totals over a rollout): successful {_summary(succ)}; failed {_summary(fail)}.",
+        f"{measure_text}: successful {_summary(succ)}; failed {_summary(fail)}.",
     ]
     if not (np.all(np.isfinite(succ)) and np.all(np.isfinite(fail))):
-        lines.append("Some returns are not finite (nan or inf): every per-step total must be a finite number.")
+        lines.append(f"Some {measure}s are not finite (nan or inf): every per-step value must be a finite number.")
     if np.ptp(np.concatenate([succ, fail])) == 0:
-        lines.append("Every rollout got exactly the same return: the reward does not depend on what the robot does.")
+        lines.append(f"Every rollout got exactly the same {measure}: the {'reward' if mode == 'dense' else mode} does not depend on what the robot does.")
     if kinds and len(kinds) == fail.size:
         by_kind = []
         for kind in dict.fromkeys(kinds):
@@ -282,15 +301,14 @@ def screen(returns_success: Sequence[float], returns_failure: Sequence[float], t
             by_kind.append(f"{KIND_TEXT.get(kind, kind)}: {_summary(values)}, below the successes in {beaten} of {succ.size * values.size} pairs")
         lines.append("Failed rollouts by kind: " + "; ".join(by_kind) + ".")
     if not passed:
-        lines.append(
-            "A useful dense reward gives successful rollouts a higher return than failed ones: progress towards "
-            "the goal and completing the task must pay more than idling, flailing or moving at random."
-        )
+        lines.append(advice)
     return ScreeningResult(score, passed, threshold, succ.tolist(), fail.tolist(), "\n".join(lines), kinds)
 
 
-def screen_program(task: Task, code: str, screening_set: ScreeningSet, run_returns: RunReturns, threshold: float = 0.8) -> ScreeningResult:
-    """Run `code` over every screening step (one `run_returns` call) and compare episode returns."""
+def screen_program(task: Task, code: str, screening_set: ScreeningSet, run_returns: RunReturns, threshold: float = 0.8,
+                   mode: str = "dense") -> ScreeningResult:
+    """Run `code` over every screening step (one `run_returns` call) and compare episode returns (a dense reward)
+    or rises (a potential or progress: its value at the last step minus at the first)."""
     if screening_set.task_id != task.id:
         raise ConfigError(f"screening set is for {screening_set.task_id}, not {task.id}; build one with screening_trajectories(task)")
     successes, failures = screening_set.successes, screening_set.failures
@@ -305,6 +323,7 @@ def screen_program(task: Task, code: str, screening_set: ScreeningSet, run_retur
         raise RewardProgramError(f"the reward runner returned {len(totals)} totals for {expected} steps; it must return one total per step")
     returns, start = [], 0
     for trajectory in successes + failures:
-        returns.append(float(np.sum(np.asarray(totals[start : start + trajectory.length], dtype=float))))
+        values = np.asarray(totals[start : start + trajectory.length], dtype=float)
+        returns.append(float(np.sum(values)) if mode == "dense" else float(values[-1] - values[0]))
         start += trajectory.length
-    return screen(returns[: len(successes)], returns[len(successes) :], threshold, [t.kind for t in failures])
+    return screen(returns[: len(successes)], returns[len(successes) :], threshold, [t.kind for t in failures], mode)

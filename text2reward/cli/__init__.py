@@ -4,12 +4,14 @@
 - policy_commands: tasks, train, evaluate, video
 - loop_commands: prompt, validate, run, resume, demo, doctor
 - run_commands: runs, feedback, dashboard, report
+- tune_commands: tune
 """
 
 # imported for their commands, in the order `t2r --help` lists them
 from text2reward.cli import policy_commands  # noqa: F401, I001
 from text2reward.cli import loop_commands  # noqa: F401
 from text2reward.cli import run_commands  # noqa: F401
+from text2reward.cli import tune_commands  # noqa: F401
 from text2reward.cli.shared import app
 
 __all__ = ["app", "main"]

@@ -13,6 +13,7 @@ from text2reward.cli.shared import (
     ExecutorOption,
     HyperparamOption,
     RayAddressOption,
+    RewardModeOption,
     RunsDirOption,
     TaskFileOption,
     app,
@@ -33,6 +34,7 @@ from text2reward.errors import ConfigError
 def prompt(
     task: Annotated[Optional[str], typer.Option(help="task id")] = None,
     few_shot: Annotated[int, typer.Option("--few-shot", help="number of retrieved expert examples")] = 0,
+    reward_mode: RewardModeOption = "dense",
     run_id: Annotated[Optional[str], typer.Option("--run", metavar="RUN_ID", help="print the prompt this run waits on (--llm file); an id, a prefix, or latest")] = None,
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
     task_file: TaskFileOption = None,
@@ -47,7 +49,7 @@ def prompt(
     if task is None:
         raise ConfigError("name a task (--task metaworld/reach-v3) or a waiting run (--run RUN_ID)")
     load_extra_tasks(task_file)
-    typer.echo(format_messages_for_display(build_initial_messages(get_task(task), few_shot=few_shot)))
+    typer.echo(format_messages_for_display(build_initial_messages(get_task(task), few_shot=few_shot, reward_mode=reward_mode)))
 
 
 def pending_prompt(runs_dir: Path, run_id: str) -> str:
@@ -67,9 +69,11 @@ def validate(
     task: Annotated[str, typer.Option(help="task id whose real states the code runs on")],
     code: Annotated[Path, typer.Option(help="a .py file defining compute_dense_reward(self, action)")],
     as_json: Annotated[bool, typer.Option("--json", help="print the verdict as JSON")] = False,
+    reward_mode: RewardModeOption = "dense",
     task_file: TaskFileOption = None,
 ) -> None:
     """Static checks, then an isolated smoke run on real states; exit 0 only when the code is ok."""
+    from policies.reward_modes import check_mode
     from sim_envs import get_task
     from text2reward.sandbox import active_isolation
     from text2reward.sandbox import validate as run_validation
@@ -79,7 +83,7 @@ def validate(
         raise ConfigError(f"code file {code} does not exist; pass a .py file defining compute_dense_reward(self, action)")
     task_obj = get_task(task)
     active_isolation()  # fail closed: no jail, no run (even the static pass is not offered as a verdict)
-    report = run_validation(code.read_text(), task_obj)
+    report = run_validation(code.read_text(), task_obj, mode=check_mode(reward_mode))
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=2, default=str))
     else:
@@ -137,6 +141,8 @@ def run(
     eval_freq: Annotated[Optional[int], typer.Option(help="env steps between success evaluations")] = None,
     eval_episodes: Annotated[Optional[int], typer.Option(help="episodes per evaluation")] = None,
     hp: HyperparamOption = None,
+    reward_mode: RewardModeOption = "dense",
+    tune: Annotated[int, typer.Option(help="after the last round, tune the best reward's constants with N Optuna trials (see t2r tune)")] = 0,
     executor: ExecutorOption = "local",
     ray_address: RayAddressOption = None,
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
@@ -153,7 +159,7 @@ def run(
         device=device, algo=algo, task_file=str(task_file.resolve()) if task_file else None,
         eval_freq=eval_freq, eval_episodes=eval_episodes, overrides=parse_overrides(hp), temperature=temperature,
         timeout=timeout, max_retries=max_retries, concurrency=concurrency, cache=cache, early_stop=early_stop,
-        executor=executor, ray_address=ray_address,
+        executor=executor, ray_address=ray_address, reward_mode=reward_mode, tune=tune,
     )
     store = start_run(config, runs_dir, progress=say, display=progress_bars())
     print_run_outcome(store)

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from text2reward.cli.shared import (
+    RewardModeOption,
     TaskFileOption,
     app,
     console,
@@ -62,6 +63,7 @@ def train(
     steps: Annotated[Optional[int], typer.Option(help="environment steps (default: the task's budget)")] = None,
     seed: Annotated[int, typer.Option(help="seed of the policy, the environment and evaluation")] = 0,
     out: Annotated[Path, typer.Option(help="output directory")] = Path("runs/train"),
+    reward_mode: RewardModeOption = "dense",
     device: Annotated[str, typer.Option(help="auto, cpu or cuda")] = "auto",
     algo: Annotated[Optional[str], typer.Option(help="sac, ppo (SB3), sbx-sac or sbx-ppo (SBX, JAX) (default: the family's)")] = None,
     eval_freq: Annotated[Optional[int], typer.Option(help="env steps between success evaluations")] = None,
@@ -81,7 +83,7 @@ def train(
 
     load_extra_tasks(task_file)
     config = TrainConfig(
-        task_id=task, out_dir=out, reward=reward, steps=steps, seed=seed, device=device, algo=algo,
+        task_id=task, out_dir=out, reward=reward, reward_mode=reward_mode, steps=steps, seed=seed, device=device, algo=algo,
         eval_freq=eval_freq, eval_episodes=eval_episodes, stop_at_success=stop_at_success, progress=True,
         overrides=parse_overrides(hp),
     )
@@ -91,7 +93,7 @@ def train(
     warning = budget_warning(task_obj, steps)
     if warning:
         err_console.print(warning, highlight=False, markup=False, soft_wrap=True)
-    reward_fn = _reward_for_training(reward, trusted_reward)
+    reward_fn = _reward_for_training(reward, trusted_reward, reward_mode)
     try:
         result = run_training(config, reward_fn=reward_fn,
                               on_phase=lambda phase: console.print(f"{phase}...", highlight=False, soft_wrap=True))
@@ -107,7 +109,7 @@ def train(
     console.print(f"wrote {out / RESULT_FILE}, model {result.model_path}, TensorBoard logs {out / 'tb'}")
 
 
-def _reward_for_training(spec: str, trusted: bool) -> Any:
+def _reward_for_training(spec: str, trusted: bool, mode: str = "dense") -> Any:
     """expert / sparse are resolved by training (which checks the task has an expert reward); a file is
     jailed unless the user vouches for it."""
     if spec.lower() in ("expert", "sparse") and spec not in ("expert", "sparse"):
@@ -118,7 +120,7 @@ def _reward_for_training(spec: str, trusted: bool) -> Any:
         return None
     from text2reward.sandbox import reward_from_file
 
-    return reward_from_file(spec, trusted)
+    return reward_from_file(spec, trusted, mode)
 
 
 @app.command(epilog="Example: t2r evaluate --model runs/train/reach --episodes 20")

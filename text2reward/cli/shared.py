@@ -50,6 +50,9 @@ RunsDirOption = Annotated[Path, typer.Option("--runs-dir", help="where runs live
 DEFAULT_RUNS_DIR = Path("runs")
 
 HyperparamOption = Annotated[Optional[list[str]], typer.Option("--hp", help="hyper-parameter override KEY=VALUE (YAML value), repeatable")]
+RewardModeOption = Annotated[str, typer.Option(
+    "--reward-mode", help="dense (the program is the reward), potential (compute_potential shapes the sparse success reward) "
+    "or progress (compute_progress, with a count bonus)")]
 ExecutorOption = Annotated[str, typer.Option("--executor", help="where candidates train: local (worker processes here) or ray (a Ray cluster; pip install -e '.[ray]')")]
 RayAddressOption = Annotated[Optional[str], typer.Option("--ray-address", envvar="RAY_ADDRESS", metavar="ADDR",
                                                          help="with --executor ray: the cluster to join (host:port of its head); "

@@ -133,6 +133,11 @@ class CandidateView:
     video_url: str | None = None
     round_best: bool = False
     overall_best: bool = False
+    diff_note: str = "previous round's best"
+    parent: str | None = None
+    """A tuned candidate (`t2r tune`): the candidate whose constants were tuned."""
+    tuning: dict[str, Any] = field(default_factory=dict)
+    """A tuned candidate's study summary: trials, the winner, `constants_diff` ({name, parent, tuned, ratio} each)."""
 
     @property
     def trained(self) -> bool:
@@ -285,7 +290,7 @@ class RunView:
 # --- signature: has anything a page shows changed? -------------------------------------------------------------
 
 SIGNATURE_GLOBS = ("state.json", "events.json", "config.json", "final/summary.json", "dashboard-resume.json",
-                   "rounds/r*/prompt.json", "rounds/r*/summary.json", "rounds/r*/s*/candidate.json")
+                   "rounds/r*/prompt.json", "rounds/r*/summary.json", "rounds/r*/s*/candidate.json", "tune/*/candidate.json")
 
 
 def run_signature(root: Path, launching: bool = False) -> str:
@@ -355,7 +360,8 @@ def _candidate(root: Path, record: Mapping[str, Any], url_for: UrlFor) -> Candid
     code = read_text(root, _code_of(record)) or ""
     directory = f"rounds/r{record['round']}/s{record['sample']}"
     replies = []
-    for path in sorted(root.glob(f"{directory}/reply_*.md"), key=lambda p: p.stem):
+    tuned = bool(record.get("parent"))  # a tuned candidate has no replies of its own (its folder is its parent's)
+    for path in [] if tuned else sorted(root.glob(f"{directory}/reply_*.md"), key=lambda p: p.stem):
         text = read_text(root, f"{directory}/{path.name}")
         if text is not None:
             replies.append((path.name, text))
@@ -369,7 +375,7 @@ def _candidate(root: Path, record: Mapping[str, Any], url_for: UrlFor) -> Candid
         training=record.get("training") or {}, success_chart=_success_chart(record),
         components_chart=_components_chart(record), behaviour_text=str(record.get("behaviour_text") or ""),
         feedback_text=read_text(root, record.get("feedback_file")) or "",
-        video_url=video_url,
+        video_url=video_url, parent=record.get("parent") or None, tuning=dict(record.get("tuned") or {}),
     )
 
 
@@ -468,11 +474,14 @@ def load_run(store: RunStore, url_for: UrlFor, launch: dict[str, Any] | None = N
         for view in views:
             view.round_best = best is not None and view.id == best["id"]
             view.overall_best = overall is not None and view.id == overall["id"]
-            if previous_best is not None and view.code:
-                base = read_text(root, previous_best.get("code_file")) or ""
-                diff = codeview.diff_lines(base, view.code, f"{previous_best['id']} (best of round {previous_best['round']})", view.id)
-                view.diff_base, view.diff_same = previous_best["id"], not diff
+            base_record = next((r for r in records if r["id"] == view.parent), None) if view.parent else previous_best
+            if base_record is not None and view.code:
+                base = read_text(root, base_record.get("code_file")) or ""
+                label = "its parent" if view.parent else f"best of round {base_record['round']}"
+                diff = codeview.diff_lines(base, view.code, f"{base_record['id']} ({label})", view.id)
+                view.diff_base, view.diff_same = base_record["id"], not diff
                 view.diff_html = codeview.highlight_diff(diff) if diff else None
+                view.diff_note = "its parent: the constants before tuning" if view.parent else view.diff_note
         prompt = store.read_json(f"rounds/r{index}/prompt.json")
         context = (prompt or {}).get("context") or {}
         produced_by = [e for e in events if e.for_round == index]

@@ -14,7 +14,7 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from policies.reward_program import ENTRY_POINT, find_entry_point
+from policies.reward_program import MODE_SIGNATURES, find_entry_point
 from sim_envs.errors import RewardProgramError
 
 __all__ = ["Extraction", "extract_code"]
@@ -44,13 +44,33 @@ class Extraction:
 _FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*?)[ \t]*$")
 _PYTHON_LABELS = frozenset({"", "python", "py", "python3", "py3", "numpy"})
 _THINKING = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
-_ENTRY_DEF = re.compile(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{ENTRY_POINT}\b", re.MULTILINE)
 _CODE_START = re.compile(
     r"^(?:(?:import|from|def|class|async|if|elif|else|for|while|try|except|finally|with|return|raise|assert|pass|del|global)\b"
     r"|@|#|[)\]}]"
     r"|[A-Za-z_][\w.]*(?:\[[^\]]*\])?(?:\s*,\s*[A-Za-z_][\w.]*)*\s*(?:[-+*/%|&]?=(?!=)|\())"
 )
-_SPEAKABLE_FIX = f"reply with one ```python block that defines {ENTRY_POINT}(self, action) at module level"
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """The function a reply must define: `compute_dense_reward(self, action)`, or a reward mode's own."""
+
+    mode: str
+    name: str
+    signature: str
+    definition: re.Pattern[str]
+
+    @classmethod
+    def for_mode(cls, mode: str) -> _Entry:
+        if mode not in MODE_SIGNATURES:
+            raise RewardProgramError(f"unknown reward mode {mode!r}; use one of {', '.join(MODE_SIGNATURES)}")
+        name, parameters = MODE_SIGNATURES[mode]
+        pattern = re.compile(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{name}\b", re.MULTILINE)
+        return cls(mode, name, f"{name}({', '.join(parameters)})", pattern)
+
+    @property
+    def fix(self) -> str:
+        return f"reply with one ```python block that defines {self.signature} at module level"
 
 
 @dataclass
@@ -61,15 +81,14 @@ class _Block:
     tree: ast.Module | None
     syntax_error: SyntaxError | None
 
-    @property
-    def mentions_entry(self) -> bool:
-        return bool(_ENTRY_DEF.search(self.source))
+    def mentions(self, entry: _Entry) -> bool:
+        return bool(entry.definition.search(self.source))
 
-    def top_level_entry(self) -> ast.FunctionDef | None:
+    def top_level(self, entry: _Entry) -> ast.FunctionDef | None:
         if self.tree is None:
             return None
         for node in self.tree.body:
-            if isinstance(node, ast.FunctionDef) and node.name == ENTRY_POINT:
+            if isinstance(node, ast.FunctionDef) and node.name == entry.name:
                 return node
         return None
 
@@ -82,46 +101,48 @@ def _parse_block(source: str) -> _Block:
         return _Block(source, None, exc)
 
 
-def extract_code(reply_text: str | None) -> Extraction:
-    """The reward program in a model's reply, or a clear reason why there is none."""
+def extract_code(reply_text: str | None, mode: str = "dense") -> Extraction:
+    """The reward program in a model's reply, or a clear reason why there is none. `mode` names the function
+    the program must define (`compute_dense_reward`, or `compute_potential` / `compute_progress`)."""
+    entry = _Entry.for_mode(mode)
     if reply_text is None:
         return Extraction(None, "no reply text came back (the request failed or returned nothing); nothing to extract", False)
     text = _THINKING.sub("", reply_text).strip()
     if not text:
-        return Extraction(None, f"the reply is empty; {_SPEAKABLE_FIX}", False)
+        return Extraction(None, f"the reply is empty; {entry.fix}", False)
     sources = _fenced_python_blocks(text)
     if not sources:
-        sources = _bare_code_segments(text)
+        sources = _bare_code_segments(text, entry)
     blocks = [_parse_block(s) for s in sources if s.strip()]
     if not blocks:
-        return Extraction(None, f"the reply contains no Python code; {_SPEAKABLE_FIX}", False)
+        return Extraction(None, f"the reply contains no Python code; {entry.fix}", False)
 
-    candidates = [i for i, b in enumerate(blocks) if b.top_level_entry() is not None or b.mentions_entry]
+    candidates = [i for i, b in enumerate(blocks) if b.top_level(entry) is not None or b.mentions(entry)]
     if candidates:
         chosen = candidates[-1]  # when a reply revises its code, the last version is the answer
         block = blocks[chosen]
-        if block.top_level_entry() is not None:
-            return _checked(_merge_helpers(blocks, chosen))
+        if block.top_level(entry) is not None:
+            return _checked(_merge_helpers(blocks, chosen, entry), entry)
         if block.syntax_error is not None:
             return Extraction(block.source + "\n", _syntax_message(block.syntax_error), True)
         assert block.tree is not None
-        return Extraction(block.source + "\n", _misplaced_entry_message(block.tree), True)
+        return Extraction(block.source + "\n", _misplaced_entry_message(block.tree, entry), True)
 
     defined = sorted({n.name for b in blocks if b.tree is not None for n in b.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))})
     if not defined and not any(re.search(r"^\s*(?:def|import|from)\s", b.source, re.MULTILINE) for b in blocks):
-        return Extraction(None, f"the reply contains no Python code; {_SPEAKABLE_FIX}", False)
+        return Extraction(None, f"the reply contains no Python code; {entry.fix}", False)
     seen = f" (it defines {', '.join(defined)})" if defined else ""
-    return Extraction(None, f"the reply's code defines no {ENTRY_POINT}(self, action){seen}; {_SPEAKABLE_FIX}", False)
+    return Extraction(None, f"the reply's code defines no {entry.signature}{seen}; {entry.fix}", False)
 
 
-def _checked(code: str) -> Extraction:
+def _checked(code: str, entry: _Entry) -> Extraction:
     """The final program must parse and pass the project's own entry-point check."""
     try:
         tree = ast.parse(code)
     except SyntaxError as exc:  # only if merging produced something odd; report it, do not hide it
         return Extraction(code, _syntax_message(exc), True)
     try:
-        find_entry_point(tree, "the reply's code")
+        find_entry_point(tree, "the reply's code", entry.mode)
     except RewardProgramError as exc:
         return Extraction(code, str(exc), True)
     return Extraction(code, None, True)
@@ -133,18 +154,18 @@ def _syntax_message(exc: SyntaxError) -> str:
     return f"syntax error on {where} of the code: {exc.msg}{offending}; fix it so the program parses"
 
 
-def _misplaced_entry_message(tree: ast.Module) -> str:
-    """Why a `compute_dense_reward` that is present is not usable (nested, or async)."""
-    fix = f"define it at module level as a plain def {ENTRY_POINT}(self, action)"
+def _misplaced_entry_message(tree: ast.Module, entry: _Entry) -> str:
+    """Why an entry function that is present is not usable (nested, or async)."""
+    fix = f"define it at module level as a plain def {entry.signature}"
     for top in tree.body:
-        if isinstance(top, ast.AsyncFunctionDef) and top.name == ENTRY_POINT:
-            return f"{ENTRY_POINT} is an async def; {fix}"
+        if isinstance(top, ast.AsyncFunctionDef) and top.name == entry.name:
+            return f"{entry.name} is an async def; {fix}"
         for node in ast.walk(top):
-            if node is not top and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == ENTRY_POINT:
+            if node is not top and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == entry.name:
                 kind = "class" if isinstance(top, ast.ClassDef) else "function" if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) else "block"
                 name = getattr(top, "name", f"starting on line {top.lineno}")
-                return f"{ENTRY_POINT} is defined inside {kind} {name}; {fix}"
-    return f"{ENTRY_POINT} appears only as text, not as a function definition; {fix}"
+                return f"{entry.name} is defined inside {kind} {name}; {fix}"
+    return f"{entry.name} appears only as text, not as a function definition; {fix}"
 
 
 def _fenced_python_blocks(text: str) -> list[str]:
@@ -177,12 +198,12 @@ def _fence_label(info: str) -> str:
     return words[0].lower() if words else ""
 
 
-def _bare_code_segments(text: str) -> list[str]:
+def _bare_code_segments(text: str, entry: _Entry) -> list[str]:
     """Code written without fences: the whole reply if it parses, else runs of code-looking lines.
 
     A run starts at a top-level line that looks like Python (`import`, `def`, an assignment...),
     continues through indented and blank lines, and ends at a top-level line of prose. Trailing
-    lines that break parsing are dropped only when that keeps any `compute_dense_reward` intact.
+    lines that break parsing are dropped only when that keeps any entry function intact.
     """
     try:
         ast.parse(text)
@@ -202,18 +223,18 @@ def _bare_code_segments(text: str) -> list[str]:
             current.append(line)
         else:
             current = None
-    return [_trim_trailing_prose("\n".join(s).strip("\n")) for s in segments]
+    return [_trim_trailing_prose("\n".join(s).strip("\n"), entry) for s in segments]
 
 
-def _trim_trailing_prose(source: str) -> str:
+def _trim_trailing_prose(source: str, entry: _Entry) -> str:
     """Drop trailing top-level lines that break parsing (prose that looked like code).
 
     A cut is made only at a top-level line, and kept only if the rest parses and still has any
-    `compute_dense_reward` it had: a syntax error inside the function must be reported, not hidden
+    entry function it had: a syntax error inside the function must be reported, not hidden
     by cutting the function short.
     """
     lines = source.splitlines()
-    had_entry = bool(_ENTRY_DEF.search(source))
+    had_entry = bool(entry.definition.search(source))
     candidate = lines
     for _ in range(5):
         try:
@@ -226,7 +247,7 @@ def _trim_trailing_prose(source: str) -> str:
             candidate = candidate[: cuts[0]]
             continue
         text = "\n".join(candidate)
-        return text if bool(_ENTRY_DEF.search(text)) == had_entry else source
+        return text if bool(entry.definition.search(text)) == had_entry else source
     return source
 
 
@@ -288,7 +309,7 @@ def _statement_source(block: _Block, node: ast.stmt) -> str:
     return "\n".join(block.source.splitlines()[start - 1 : node.end_lineno])
 
 
-def _merge_helpers(blocks: list[_Block], chosen: int) -> str:
+def _merge_helpers(blocks: list[_Block], chosen: int, entry: _Entry) -> str:
     """The chosen block, preceded by the imports, helpers and constants it needs from other blocks."""
     main = blocks[chosen]
     assert main.tree is not None
@@ -297,7 +318,7 @@ def _merge_helpers(blocks: list[_Block], chosen: int) -> str:
         if index == chosen or block.tree is None:
             continue
         for node in block.tree.body:
-            if isinstance(node, _PROVIDERS) and ENTRY_POINT not in _bound_names([node]):
+            if isinstance(node, _PROVIDERS) and entry.name not in _bound_names([node]):
                 for name in _bound_names([node]):
                     providers[name] = (index, node)  # a later block's definition wins
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import jinja2
 
+from policies.reward_program import MODE_SIGNATURES
 from prompts import EXAMPLES_DIR, PROMPTS_DIR
 from sim_envs.errors import ConfigError
 from sim_envs.scale_hints import RESETS as SCALE_RESETS
@@ -76,17 +77,22 @@ def render_template(name: str, **context: Any) -> str:
     return template.render(**context).strip() + "\n"
 
 
-def _messages(task: Task, template: str, **context: Any) -> list[Message]:
+def _messages(task: Task, template: str, reward_mode: str = "dense", **context: Any) -> list[Message]:
     """[system, user]: every prompt is self-contained, so it does not depend on earlier turns.
 
     The contract's list of imports is rendered from the sandbox's own allow-list and pre-imported
-    names, so the prompt promises exactly what validation and training accept."""
+    names, so the prompt promises exactly what validation and training accept. `reward_mode` picks the
+    function asked for (`compute_dense_reward`, `compute_potential` or `compute_progress`) and its contract."""
+    if reward_mode not in MODE_SIGNATURES:
+        raise ConfigError(f"unknown reward mode {reward_mode!r}; use one of {', '.join(MODE_SIGNATURES)}")
+    name, parameters = MODE_SIGNATURES[reward_mode]
     user = render_template(
         template, task=task, view_doc=render_view_doc(task), allowed_modules=ALLOWED_MODULES, preimported=PREIMPORTED,
-        scale_hints=describe_scale_hints(scale_hints(task)), scale_resets=SCALE_RESETS, **context
+        scale_hints=describe_scale_hints(scale_hints(task)), scale_resets=SCALE_RESETS, reward_mode=reward_mode,
+        entry=name, entry_signature=f"{name}({', '.join(parameters)})", **context
     )
     return [
-        {"role": "system", "content": render_template("system.j2")},
+        {"role": "system", "content": render_template("system.j2", reward_mode=reward_mode)},
         {"role": "user", "content": user},
     ]
 
@@ -94,12 +100,14 @@ def _messages(task: Task, template: str, **context: Any) -> list[Message]:
 # --- message builders --------------------------------------------------------------------------
 
 
-def build_initial_messages(task: Task, few_shot: int = 0, examples_dir: str | Path | None = None) -> list[Message]:
-    """The first prompt for a task: zero-shot, or with `few_shot` retrieved expert examples."""
+def build_initial_messages(task: Task, few_shot: int = 0, examples_dir: str | Path | None = None,
+                           reward_mode: str = "dense") -> list[Message]:
+    """The first prompt for a task: zero-shot, or with `few_shot` retrieved expert examples (dense rewards,
+    shown in every mode for their distances, scales and stages)."""
     if few_shot < 0:
         raise ConfigError(f"few_shot must be 0 or more, got {few_shot}; use 0 for a zero-shot prompt")
     if few_shot == 0:
-        return _messages(task, "zero_shot.j2")
+        return _messages(task, "zero_shot.j2", reward_mode)
     examples = retrieve_examples(task, few_shot, examples_dir)
     if not examples:
         where = Path(examples_dir) if examples_dir is not None else EXAMPLES_DIR
@@ -107,24 +115,24 @@ def build_initial_messages(task: Task, few_shot: int = 0, examples_dir: str | Pa
             f"no few-shot examples for {task.id} in {where} (a task's own expert reward is never shown); "
             "add example files there or use --few-shot 0"
         )
-    return _messages(task, "few_shot.j2", examples=examples)
+    return _messages(task, "few_shot.j2", reward_mode, examples=examples)
 
 
-def build_error_messages(task: Task, code: str, error_text: str) -> list[Message]:
+def build_error_messages(task: Task, code: str, error_text: str, reward_mode: str = "dense") -> list[Message]:
     """Ask for a fixed program after a syntax, validation or smoke-run error."""
-    return _messages(task, "execution_error.j2", code=code, error_text=trim_error_text(error_text, source=code))
+    return _messages(task, "execution_error.j2", reward_mode, code=code, error_text=trim_error_text(error_text, source=code))
 
 
-def build_feedback_messages(task: Task, best_code: str, feedback_text: str) -> list[Message]:
+def build_feedback_messages(task: Task, best_code: str, feedback_text: str, reward_mode: str = "dense") -> list[Message]:
     """Ask for an improved program from the best one so far and its training feedback."""
-    return _messages(task, "training_feedback.j2", best_code=best_code, feedback_text=feedback_text)
+    return _messages(task, "training_feedback.j2", reward_mode, best_code=best_code, feedback_text=feedback_text)
 
 
-def build_human_feedback_messages(task: Task, code: str, behaviour_text: str, critique: str) -> list[Message]:
+def build_human_feedback_messages(task: Task, code: str, behaviour_text: str, critique: str, reward_mode: str = "dense") -> list[Message]:
     """Ask for a program that answers a person's critique of what the trained robot did."""
     if not critique.strip():
         raise ConfigError("the critique is empty; say what the robot should do differently")
-    return _messages(task, "human_feedback.j2", mode="critique", code=code, behaviour_text=behaviour_text, critique=critique)
+    return _messages(task, "human_feedback.j2", reward_mode, mode="critique", code=code, behaviour_text=behaviour_text, critique=critique)
 
 
 def build_preference_messages(
@@ -134,11 +142,13 @@ def build_preference_messages(
     behaviour_best: str,
     behaviour_worst: str,
     critique: str | None = None,
+    reward_mode: str = "dense",
 ) -> list[Message]:
     """Ask for a program from a person's choice between two trained rewards (preferred vs rejected)."""
     return _messages(
         task,
         "human_feedback.j2",
+        reward_mode,
         mode="preference",
         best_code=best_code,
         worst_code=worst_code,

@@ -16,7 +16,9 @@ from sim_envs.errors import ConfigError
 
 SCHEMA_VERSION = 2
 """1: runs written before records were versioned (no `schema` field); 2: versioned. The fields are
-the same; a change to a record's fields raises the version and adds a step to `upgrade`."""
+the same; a change to a record's fields raises the version and adds a step to `upgrade`. Optional fields
+that a reader may ignore (a tuned candidate's `parent` and `tuned`) are no such change: every record without
+them still reads as before, and an older reader never lists tuned candidates (they live under `tune/`)."""
 
 
 class Tokens(TypedDict):
@@ -37,8 +39,34 @@ class TrainingSummary(TypedDict, total=False):
     curve: list[dict[str, Any]]
 
 
+class ConstantChange(TypedDict):
+    """One constant of a tuned candidate: its parent's value, the tuned one, and tuned/parent."""
+
+    name: str
+    parent: float | None
+    tuned: float
+    ratio: float | None
+
+
+class TuningSummary(TypedDict, total=False):
+    """How a tuned candidate was found (`t2r tune`): the study, its trials, and the winner's constants."""
+
+    study: str  # the Optuna study's SQLite file, relative to the run folder
+    study_name: str
+    trials: int  # finished trials that counted (complete, pruned, failed by their own training)
+    complete: int
+    pruned: int
+    failed: int
+    trial: int  # the winning trial's number
+    objective: float  # its score: success rate plus a tie-breaker below half a success step (tuning/objective.py)
+    steps: int | None  # each trial's training budget (None: the task's default)
+    constants_diff: list[ConstantChange]
+    warnings: list[str]  # range comments that could not be used
+
+
 class Candidate(TypedDict, total=False):
-    """rounds/r<R>/s<S>/candidate.json: one reward program and everything that happened to it."""
+    """rounds/r<R>/s<S>/candidate.json: one reward program and everything that happened to it; a tuned candidate
+    (`t2r tune`) is tune/<parent>/candidate.json, with its parent's round and sample, id `<parent>-tuned`."""
 
     schema: int
     id: str  # "r0-s1"
@@ -62,6 +90,8 @@ class Candidate(TypedDict, total=False):
     keyframes: list[str]
     warnings: list[str]  # after training: a failed analysis or video (the candidate still trained)
     stopped_early: dict[str, Any]  # status stopped_early: {rung, steps, reason} of the run's early stopping
+    parent: str  # a tuned candidate: the id of the candidate whose constants were tuned
+    tuned: TuningSummary  # a tuned candidate: the study and the constants' diff against the parent
 
 
 TRAINED_STATUSES = ("trained", "stopped_early")
@@ -70,6 +100,16 @@ TRAINED_STATUSES = ("trained", "stopped_early")
 
 def has_training(candidate: Candidate) -> bool:
     return candidate.get("status") in TRAINED_STATUSES
+
+
+def training_summary(result: dict[str, Any]) -> TrainingSummary:
+    """A candidate's training figures, from its result.json (the loop's candidates and tuned ones alike)."""
+    return {
+        "success_rate": result["success_rate"], "best_success_rate": result["best_success_rate"],
+        "mean_return": result["mean_return"], "mean_native_return": result["mean_native_return"],
+        "steps": result["steps"], "wall_seconds": result["wall_seconds"],
+        "steps_per_second": result["steps_per_second"], "curve": result["curve"],
+    }
 
 
 class RoundSummary(TypedDict, total=False):

@@ -15,6 +15,13 @@ from text2reward.runs.store import RunStore
 HEURISTIC_LABEL = "heuristic (rule-based composer, no language model)"
 
 
+MODE_TEXT = {
+    "dense": "dense (the program is the reward)",
+    "potential": "potential (compute_potential shapes the task's sparse success reward: gamma * Phi(s') - Phi(s))",
+    "progress": "progress (compute_progress: progress gains plus a count bonus, with the task's sparse success reward)",
+}
+
+
 def _pyplot() -> Any:
     """matplotlib's pyplot on the file-only backend (reports are written on machines with no display)."""
     import matplotlib
@@ -72,8 +79,35 @@ def _plot_components(store: RunStore, best: Candidate) -> Path | None:
     return _save(plt, fig, store.root / "components.png")
 
 
+def _number(value: Any) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
 def _fmt(value: Any) -> str:
     return "-" if value is None else f"{value:.2f}"
+
+
+def tuning_note(candidate: Candidate) -> str:
+    """One line on how a tuned candidate was found."""
+    tuned = candidate.get("tuned") or {}
+    return (f"trial {tuned.get('trial')} of {tuned.get('trials')} ({tuned.get('complete', 0)} complete, {tuned.get('pruned', 0)} pruned, "
+            f"{tuned.get('failed', 0)} failed), {tuned.get('steps') or 'default'} steps each")
+
+
+def tuned_sections(candidates: list[Candidate]) -> list[str]:
+    """For each tuned candidate, its constants against its parent's (`t2r tune`)."""
+    lines: list[str] = []
+    for c in candidates:
+        if not c.get("parent"):
+            continue
+        tuned = c.get("tuned") or {}
+        lines += ["", f"## Tuned constants: {c['id']} (from {c['parent']})", "",
+                  f"{tuning_note(c)}; study: `{tuned.get('study', '?')}`.", "",
+                  f"| constant | {c['parent']} | {c['id']} | ratio |", "| --- | --- | --- | --- |"]
+        for change in tuned.get("constants_diff") or []:
+            ratio = "-" if change["ratio"] is None else f"x{change['ratio']:.3g}"
+            lines.append(f"| {change['name']} | {_number(change['parent'])} | {_number(change['tuned'])} | {ratio} |")
+    return lines
 
 
 def status_lines(store: RunStore, status: str, reason: str | None, final: FinalSummary) -> list[str]:
@@ -107,6 +141,7 @@ def write_report(store: RunStore, status: str | None = None, reason: str | None 
         "",
         f"- task: `{config.task_id}`",
         f"- reward author: {backend}",
+        f"- reward mode: {MODE_TEXT.get(config.reward_mode, config.reward_mode)}",
         f"- rounds x samples: {config.rounds} x {config.samples}; training budget {config.steps or 'task default'} steps; workers {config.workers}",
         f"- tokens: {sum(c['tokens']['prompt'] for c in candidates)} prompt, {sum(c['tokens']['completion'] for c in candidates)} completion",
         *status_lines(store, status or store.status(), reason if status else store.state().get("reason"), final),
@@ -121,7 +156,10 @@ def write_report(store: RunStore, status: str | None = None, reason: str | None 
         note = (c.get("reason") or "").splitlines()[0][:100] if c.get("reason") else ""
         if c.get("stopped_early"):
             note = f"stopped at {c['stopped_early'].get('steps')} steps: {c['stopped_early'].get('reason', '')}"[:160]
+        if c.get("parent"):
+            note = f"constants of {c['parent']} tuned: {tuning_note(c)}"
         lines.append(f"| {c['id']} | {c['status']} | {_fmt(training.get('success_rate'))} | {_fmt(training.get('best_success_rate'))} | {note} |")
+    lines += tuned_sections(candidates)
     curves = _plot_curves(store, candidates, final)
     if curves:
         lines += ["", "## Learning curves", "", f"![success rate]({curves.name})"]

@@ -24,6 +24,9 @@ from sim_envs.errors import ConfigError
 from text2reward.runs.records import Candidate, FinalSummary, RoundSummary, RunState, stamped, upgrade
 
 INDEX_FILE = "index.sqlite"
+CANDIDATE_FILE = "candidate.json"
+TUNE_DIR = "tune"
+"""In a run folder: `tune/<candidate id>/` holds a candidate's tuning (study.db, trial_<n>/, the tuned candidate)."""
 
 
 STOP_FILE = "stop.json"
@@ -79,6 +82,11 @@ class RunConfig:
     """Where training jobs run: "local" (worker processes on this machine) or "ray" (tasks on a Ray cluster)."""
     ray_address: str | None = None
     """With executor "ray": the cluster to join (`--ray-address` / RAY_ADDRESS); None starts a local Ray on 127.0.0.1."""
+    reward_mode: str = "dense"
+    """What the model writes and how it trains (policies.reward_modes): "dense" (compute_dense_reward), "potential"
+    (compute_potential, shaping the task's sparse reward) or "progress" (compute_progress, with a count bonus)."""
+    tune: int = 0
+    """Tuning trials for the best candidate after the last round (`--tune N`; text2reward.tuning); 0: none."""
 
     def train_config(self, task_id: str, out_dir: Path, reward: str, seed: int, early_stop: bool = False) -> TrainConfig:
         """The training settings of one of this run's jobs: the one place run settings become training settings.
@@ -86,7 +94,8 @@ class RunConfig:
         stop at the run's success threshold, and honour a stop file in the job's folder."""
         stopping = early_stop and self.early_stop
         return TrainConfig(
-            task_id=task_id, out_dir=Path(out_dir), reward=reward, steps=self.steps, seed=seed, device=self.device, algo=self.algo,
+            task_id=task_id, out_dir=Path(out_dir), reward=reward, reward_mode=self.reward_mode if reward == "code" else "dense",
+            steps=self.steps, seed=seed, device=self.device, algo=self.algo,
             eval_freq=self.eval_freq, eval_episodes=self.eval_episodes, overrides=dict(self.overrides),
             stop_at_success=self.success_threshold if stopping and self.success_threshold <= 1.0 else None,
             stop_file=str(Path(out_dir).parent / STOP_FILE) if stopping else None,
@@ -97,7 +106,7 @@ class RunConfig:
         # steps, eval_freq and eval_episodes are training settings: preflight.check_train_config checks them,
         # for `t2r train` and for a run's jobs alike
         for name, least in (("rounds", 1), ("samples", 1), ("workers", 1), ("concurrency", 1), ("final_seeds", 0),
-                            ("few_shot", 0), ("max_retries", 0), ("fix_attempts", 0)):
+                            ("few_shot", 0), ("max_retries", 0), ("fix_attempts", 0), ("tune", 0)):
             value = getattr(self, name)
             if value is not None and value < least:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least {least}, got {value}")
@@ -206,6 +215,16 @@ class RunStore:
     def candidate_dir(self, round_index: int, sample: int) -> Path:
         return self.round_dir(round_index) / f"s{sample}"
 
+    def tune_dir(self, candidate_id: str) -> Path:
+        """Where tuning candidate `candidate_id` writes: its study, its trials, and the tuned candidate."""
+        return self.root / TUNE_DIR / candidate_id
+
+    def candidate_file(self, candidate: Candidate) -> Path:
+        """Where a candidate's record lives: its round's folder, or for a tuned one its parent's tuning folder."""
+        if candidate.get("parent"):
+            return self.tune_dir(candidate["parent"]) / CANDIDATE_FILE
+        return self.candidate_dir(candidate["round"], candidate["sample"]) / CANDIDATE_FILE
+
     # --- generic atomic I/O -----------------------------------------------------------------
     def read_json(self, relative: str | Path) -> Any:
         path = self.root / relative
@@ -222,13 +241,21 @@ class RunStore:
 
     # --- candidates ----------------------------------------------------------------------------
     def candidates(self, round_index: int | None = None) -> list[Candidate]:
-        """Every candidate.json, in (round, sample) order."""
-        pattern = f"rounds/r{round_index}/s*/candidate.json" if round_index is not None else "rounds/r*/s*/candidate.json"
-        found = [cast(Candidate, upgrade(json.loads(p.read_text()), self.relative(p))) for p in self.root.glob(pattern)]
-        return sorted(found, key=lambda c: (c["round"], c["sample"]))
+        """Every candidate.json, in (round, sample) order; a tuned candidate (`tune/<parent>/candidate.json`) counts in
+        its parent's round and comes right after it."""
+        pattern = f"rounds/r{round_index}/s*/{CANDIDATE_FILE}" if round_index is not None else f"rounds/r*/s*/{CANDIDATE_FILE}"
+        paths = [*self.root.glob(pattern), *self.root.glob(f"{TUNE_DIR}/*/{CANDIDATE_FILE}")]
+        found = [cast(Candidate, upgrade(json.loads(p.read_text()), self.relative(p))) for p in paths]
+        if round_index is not None:
+            found = [c for c in found if c["round"] == round_index]
+        return sorted(found, key=lambda c: (c["round"], c["sample"], c["id"]))
 
     def candidate(self, candidate_id: str | None) -> Candidate | None:
-        """The candidate.json of an id like `r0-s1`; None when the id is malformed or unknown."""
+        """The candidate.json of an id like `r0-s1` (or `r0-s1-tuned`); None when the id is malformed or unknown."""
+        tuned = re.fullmatch(r"(r\d+-s\d+(?:-tuned)*)-tuned", candidate_id or "")
+        if tuned is not None:
+            raw = self.read_json(self.tune_dir(tuned[1]) / CANDIDATE_FILE)
+            return cast(Candidate, upgrade(raw, f"candidate {candidate_id}")) if raw is not None else None
         match = re.fullmatch(r"r(\d+)-s(\d+)", candidate_id or "")
         if match is None:
             return None
@@ -240,7 +267,7 @@ class RunStore:
 
     def write_candidate(self, candidate: Candidate) -> Candidate:
         record = cast(Candidate, stamped(dict(candidate)))
-        self.write_json(self.candidate_dir(candidate["round"], candidate["sample"]) / "candidate.json", record)
+        write_json_atomic(self.candidate_file(candidate), record)
         return record
 
     # --- human feedback events (who, when, what, which round it produced) -------------------

@@ -154,14 +154,15 @@ class SandboxedReward:
         self.__dict__.update(state, _worker=None, _encoder=None, _replies=None, _calls=0, _window=[], _own_times=[], _isolation="")
 
 
-def reward_from_file(spec: str, trusted: bool = False) -> Any:
+def reward_from_file(spec: str, trusted: bool = False, mode: str = "dense") -> Any:
     """A reward file for training: jailed like model-written code (refusing where no jail works), or
     in the training process only when the caller vouches for it (`--trusted-reward`).
 
     A jailed file gets the verdict `t2r validate` gives it: the same static pass (`check_program`),
     then the same worker and namespace (pre-imported `np` and `math`) at the first call. A trusted
-    file skips the static pass (the user vouches for its imports) but runs in the same namespace."""
-    from policies.reward_program import ProgramReward
+    file skips the static pass (the user vouches for its imports) but runs in the same namespace. `mode` is
+    the reward mode the file is written for (its function is checked; training shapes its value)."""
+    from policies.reward_program import MODE_SIGNATURES, ProgramReward, runnable_source
     from text2reward.sandbox.isolation import active_isolation
     from text2reward.sandbox.static import check_program
 
@@ -169,14 +170,14 @@ def reward_from_file(spec: str, trusted: bool = False) -> Any:
     if not path.is_file():
         raise ConfigError(
             f"reward file {path} does not exist ({spec!r} is neither expert, sparse nor an existing .py file); "
-            "pass expert, sparse, or a .py file defining compute_dense_reward(self, action)"
+            f"pass expert, sparse, or a .py file defining {MODE_SIGNATURES.get(mode, MODE_SIGNATURES['dense'])[0]}"
         )
     if trusted:
-        return ProgramReward.from_file(path)
+        return ProgramReward.from_file(path, mode)
     active_isolation()  # fail closed before any env or training exists
     source = path.read_text()
-    check_program(source, f"reward file {path}")
-    return SandboxedReward(source, name=path.stem)
+    check_program(source, f"reward file {path}", mode)
+    return SandboxedReward(runnable_source(source, mode), name=path.stem)
 
 
 SAMPLE_EVERY = 16

@@ -79,16 +79,17 @@ TOO_DEEP = "the code is nested too deeply to check; write flat expressions and o
 READ_ONLY_ARGUMENTS = frozenset({"self", "action"})
 
 
-def check_program(code: str, origin: str = "the reward code") -> None:
+def check_program(code: str, origin: str = "the reward code", mode: str = "dense") -> None:
     """Raise `RewardProgramError` listing every rule `code` breaks: the static verdict as an exception,
     for paths that build a reward without a validation report (training from a file)."""
-    problems = static_check(code)
+    problems = static_check(code, mode)
     if problems:
         raise RewardProgramError(f"{origin} is refused by the static check (as `t2r validate` refuses it): " + "; ".join(problems))
 
 
-def static_check(code: str) -> list[str]:
-    """Every rule the code breaks, one message each (line, what, how to fix); empty when it passes."""
+def static_check(code: str, mode: str = "dense") -> list[str]:
+    """Every rule the code breaks, one message each (line, what, how to fix); empty when it passes.
+    `mode` names the function the program must define (policies.reward_program.MODE_SIGNATURES)."""
     if len(code) > MAX_SOURCE_CHARS:
         return [f"the code is {len(code):,} characters long; keep the reward program under {MAX_SOURCE_CHARS:,}"]
     try:
@@ -101,7 +102,7 @@ def static_check(code: str) -> list[str]:
         return [TOO_DEEP]
     errors: list[str] = []
     try:
-        find_entry_point(tree, "the reward code")
+        find_entry_point(tree, "the reward code", mode)
     except RewardProgramError as exc:
         errors.append(str(exc))
     visitor = _Rules()

@@ -39,17 +39,21 @@ class ValidationReport:
         return asdict(self)
 
 
-def validate(code: str, task: Task, samples: list[Sample] | None = None, limits: Limits | None = None) -> ValidationReport:
-    """Static pass, then (if it passes) a smoke run on `samples` (default: `collect_states(task)`)."""
+def validate(code: str, task: Task, samples: list[Sample] | None = None, limits: Limits | None = None,
+             mode: str = "dense") -> ValidationReport:
+    """Static pass, then (if it passes) a smoke run on `samples` (default: `collect_states(task)`). In a potential
+    or progress mode the program's value is checked like a reward's total (finite, not constant, deterministic)."""
+    from policies.reward_modes import runnable_source
+
     limits = limits or Limits()
     started = time.monotonic()
     checks: dict[str, dict[str, Any]] = {}
-    problems = static_check(code)
+    problems = static_check(code, mode)
     checks["static"] = _check(not problems, "; ".join(problems) if problems else "imports, names and attributes are allowed")
     if problems:
         return _report(checks, {"static": problems}, started, 0, "")
     states = collect_states(task) if samples is None else samples
-    result = run_reward(code, states, limits, repeats=2)
+    result = run_reward(runnable_source(code, mode), states, limits, repeats=2)
     checks.update(smoke_checks(result, limits))
     if result.failed_index is not None and checks.get("runs", {}).get("ok") is False:
         hint = attribute_hint(checks["runs"]["detail"], states[result.failed_index % len(states)][0])

@@ -83,7 +83,9 @@ def run_job(job: TrainJob) -> dict[str, Any]:
 
         if job.code_path is None:
             raise ConfigError(f"training job {job.out_dir} trains reward 'code' but names no code_path")
-        reward_fn = SandboxedReward(Path(job.code_path).read_text(), name="candidate")
+        from policies.reward_modes import runnable_source
+
+        reward_fn = SandboxedReward(runnable_source(Path(job.code_path).read_text(), config.reward_mode), name="candidate")
     else:
         reward_fn = reward_from_spec(config.reward) if config.reward in ("expert", "sparse") else None
     total = config.steps or task.default_steps
@@ -108,7 +110,7 @@ def run_job(job: TrainJob) -> dict[str, Any]:
         if job.analysis_episodes > 0:
             phase(f"analysing {job.analysis_episodes} rollouts")
             try:
-                record.update(analyse(task, model, reward_fn, config.seed, job.analysis_episodes, result.to_dict()))
+                record.update(analyse(task, model, reward_fn, config.seed, job.analysis_episodes, result.to_dict(), config.reward_mode))
                 write_text_atomic(out / "feedback.md", record["feedback_text"])
             except Exception as exc:  # the policy trained: a failed analysis is a warning on it, never its failure
                 record["warnings"].append(f"trajectory analysis failed: {_reason(exc)}")
@@ -132,13 +134,16 @@ def run_job(job: TrainJob) -> dict[str, Any]:
     return record
 
 
-def analyse(task: Any, model: Any, reward_fn: Any, seed: int, episodes: int, result: dict[str, Any]) -> dict[str, str]:
-    """Roll the trained policy out and describe what it did (the next prompt's feedback)."""
+def analyse(task: Any, model: Any, reward_fn: Any, seed: int, episodes: int, result: dict[str, Any],
+            reward_mode: str = "dense") -> dict[str, str]:
+    """Roll the trained policy out and describe what it did (the next prompt's feedback), on the env it trained on."""
     from policies.evaluate import evaluate, model_actor
     from policies.task_env import make_task_env
+    from policies.train import DEFAULT_GAMMA
     from text2reward.feedback import build_feedback_text, describe_behaviour
 
-    env = make_task_env(task, reward_fn, seed=seed + 20_000)
+    gamma = float((result.get("hyperparams") or {}).get("algo_kwargs", {}).get("gamma", DEFAULT_GAMMA))
+    env = make_task_env(task, reward_fn, seed=seed + 20_000, reward_mode=reward_mode, gamma=gamma)
     try:
         rollouts = evaluate(env, model_actor(model), episodes, seed=seed + 20_000, record_views=True)
     finally:

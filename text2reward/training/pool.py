@@ -73,6 +73,17 @@ def job_outcome(job: TrainJob, how: str) -> JobOutcome:
     return JobOutcome(job, False, None, f"training worker {how} before finishing; `t2r resume` retrains it", interrupted=True)
 
 
+class JobDisplay(Protocol):
+    """Shows training jobs while they run (the CLI draws progress bars; tests pass none): the loop's rounds and
+    the tuner's trials alike."""
+
+    def start(self, labelled_jobs: list[tuple[str, TrainJob]]) -> None: ...
+
+    def poll(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
 class Launcher(Protocol):
     """Where jobs run (local worker processes, a Ray cluster): the scheduling around them is `schedule`'s."""
 

@@ -86,12 +86,13 @@ def compose(task: Task, seed: int, round_index: int, index: int, n: int, tempera
     if fb.rules:
         header.append("Feedback rules that fired:")
         header += ["- " + one_line(rule, 200) for rule in fb.rules]
-    return P.render_program(plan, header, kernel[0]), plan
+    return P.render_program(plan, header, kernel[0], str(context.get("reward_mode", "dense"))), plan
 
 
-def reply_text(task: Task, plan: P.Plan, program: str, index: int, n: int) -> str:
+def reply_text(task: Task, plan: P.Plan, program: str, index: int, n: int, mode: str = "dense") -> str:
+    what = {"dense": "reward", "potential": "potential", "progress": "progress function"}[mode]
     return (
-        f"Rule-based reward from text2reward's heuristic backend (no language model was used), sample {index + 1} of {n}.\n"
+        f"Rule-based {what} from text2reward's heuristic backend (no language model was used), sample {index + 1} of {n}.\n"
         f"Plan for {task.id}: {plan.archetype} ({plan.reason}).\n\n"
         f"```python\n{program}```\n"
     )
@@ -128,7 +129,7 @@ class HeuristicBackend:
             seen.add(program)
             replies.append(
                 Reply(
-                    text=reply_text(task, plan, program, index, total),
+                    text=reply_text(task, plan, program, index, total, str(context.get("reward_mode", "dense"))),
                     backend=NAME,
                     model=MODEL,
                     latency_seconds=time.perf_counter() - start,

@@ -10,6 +10,7 @@ gate); rendering it gives a readable program whose constants the next round can 
 from __future__ import annotations
 
 import keyword
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -128,35 +129,60 @@ def format_number(value: float) -> str:
     return text if any(c in text for c in ".en") else text + ".0"
 
 
-def render_program(plan: Plan, header: list[str], kernel: str) -> str:
-    """The program text: header comments, imports, constants, helpers, `compute_dense_reward`."""
+MODE_FUNCTIONS = {
+    "dense": ("def compute_dense_reward(self, action):", "Rule-based staged reward (see the header): returns (total, {component: value})."),
+    "potential": ("def compute_potential(self):", "Rule-based staged potential (see the header): returns (value, {component: value}); "
+                  "training adds gamma * its change to the task's success reward."),
+    "progress": ("def compute_progress(self):", "Rule-based staged progress in [0, 1] (see the header): the weighted share of the "
+                 "stages met; returns (progress, {component: value})."),
+}
+"""Reward mode -> the function a program defines, and its docstring (policies.reward_modes)."""
+
+
+def render_program(plan: Plan, header: list[str], kernel: str, mode: str = "dense") -> str:
+    """The program text: header comments, imports, constants, helpers, and the mode's function.
+
+    A potential or a progress scores states, so terms that read the action (penalties) are left out;
+    a progress is the weighted share of the remaining terms, so it lies in [0, 1] and is 1 only when
+    every stage, success included, holds."""
+    definition, docstring = MODE_FUNCTIONS[mode]
+    terms = plan.terms if mode == "dense" else [t for t in plan.terms if not any("action" in line for line in t.lines)]
+    body = ["    " + line if line else "" for line in plan.prelude]
+    for term in terms:
+        body.append(f"    # {term.name}: {term.comment}")
+        body += ["    " + line for line in term.lines]
+        sign = "-" if term.role == "penalty" else ""
+        value = f"{sign}{term.weight_param} * r_{term.name}"
+        if term.gate:
+            body.append(f"    {term.name} = {value} if ({term.gate}) else 0.0")
+        else:
+            body.append(f"    {term.name} = {value}")
+    names = [t.name for t in terms]
+    body.append("    components = {" + ", ".join(f'"{n}": float({n})' for n in names) + "}")
+    if mode == "progress":
+        body.append("    weights = " + " + ".join(t.weight_param for t in terms))
+        body.append("    progress = min(max(float(sum(components.values())) / weights, 0.0), 1.0)  # a signed term (a velocity) can dip below 0")
+        body.append("    return progress, components")
+    else:
+        body.append("    total = float(sum(components.values()))")
+        body.append("    return total, components")
+    text = "\n".join(body)
+    helpers: list[str] = []
+    for name in ["clip01", "unit", "between_pads"]:
+        if plan.uses(name):
+            helpers += ["", ""] + HELPERS[name]
+    if plan.uses("closeness"):
+        helpers += ["", ""] + kernel_helper(kernel)
+    read = text + "\n".join(helpers)
     out = [f"# {line}" if line else "#" for line in header]
     out += ["import math", "", "import numpy as np", ""]
     if plan.uses("closeness"):
         out.append(f"# kernel: {kernel}")
     for param in plan.params.values():
-        out.append(f"{param.name} = {format_number(param.value)}  # {param.doc}")
-    for name in ["clip01", "unit", "between_pads"]:
-        if plan.uses(name):
-            out += ["", ""] + HELPERS[name]
-    if plan.uses("closeness"):
-        out += ["", ""] + kernel_helper(kernel)
-    out += ["", "", "def compute_dense_reward(self, action):"]
-    out.append('    """Rule-based staged reward (see the header): returns (total, {component: value})."""')
-    out += ["    " + line if line else "" for line in plan.prelude]
-    for term in plan.terms:
-        out.append(f"    # {term.name}: {term.comment}")
-        out += ["    " + line for line in term.lines]
-        sign = "-" if term.role == "penalty" else ""
-        value = f"{sign}{term.weight_param} * r_{term.name}"
-        if term.gate:
-            out.append(f"    {term.name} = {value} if ({term.gate}) else 0.0")
-        else:
-            out.append(f"    {term.name} = {value}")
-    names = [t.name for t in plan.terms]
-    out.append("    components = {" + ", ".join(f'"{n}": float({n})' for n in names) + "}")
-    out.append("    total = float(sum(components.values()))")
-    out.append("    return total, components")
+        if mode == "dense" or re.search(rf"\b{param.name}\b", read):  # a constant only a left-out term read is left out too
+            out.append(f"{param.name} = {format_number(param.value)}  # {param.doc}")
+    out += helpers
+    out += ["", "", definition, f'    """{docstring}"""', text]
     return "\n".join(out) + "\n"
 
 

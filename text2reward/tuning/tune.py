@@ -1,0 +1,269 @@
+"""`t2r tune`: tune one candidate's constants with Optuna, each trial a short training, the winner a new candidate.
+
+Why trials are training jobs like any other (`training.job`, run by the pool): a trial's reward runs in the
+sandbox's jail, a killed worker costs only its trial, and every trial leaves the same files a candidate's
+training does. Trials run W at a time (the run's `workers`), asked of the study in batches of W (TPE's
+"constant liar" keeps a batch's trials apart); a batch ends when its slowest trial does, and a pruned trial
+ends early. Every trial trains on the run's seed, so trials differ by their constants alone.
+
+Layout, for a candidate `r1-s0`:
+    tune/r1-s0/study.db                  the Optuna study (SQLite; `load_if_exists`, so a rerun resumes)
+    tune/r1-s0/trial_<n>/reward.py       trial n's program (the parent's, with its constants rewritten)
+    tune/r1-s0/trial_<n>/train/...       its training, as any job's (job.json, progress.json, done.json)
+    tune/r1-s0/reward.py                 the winner's program
+    tune/r1-s0/candidate.json            the tuned candidate `r1-s0-tuned` (parent, constants diff, study)
+
+The caller holds the run's lock (`t2r tune` takes it; the loop holds it already): then any trial the study shows
+RUNNING was left by a dead process, and is settled as study.py says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from policies.io import write_text_atomic
+from sim_envs import get_task, load_task_file
+from sim_envs.task import Task
+from text2reward.errors import ConfigError, Text2RewardError
+from text2reward.runs.ranking import best_candidate
+from text2reward.runs.records import Candidate, TuningSummary, has_training, training_summary
+from text2reward.runs.store import STOP_FILE, RunConfig, RunStore
+from text2reward.training.job import TRAIN_DIR, TrainJob
+from text2reward.training.pool import JobDisplay, JobOutcome, job_done, run_jobs
+from text2reward.tuning.constants import Constant, constants_diff, find_constants, require_tunable, rewrite
+from text2reward.tuning.objective import objective
+from text2reward.tuning.pruning import TrialPruner
+from text2reward.tuning.space import baseline_params, suggest
+from text2reward.tuning.study import STUDY_FILE, counted, open_study, settle_orphans, trial_dir
+
+Progress = Callable[[str], None]
+TUNED_SUFFIX = "-tuned"
+STEPS_ATTR = "steps"
+"""The study's user attribute holding each trial's training budget: a resume must train its trials alike."""
+
+
+def tuned_id(parent_id: str) -> str:
+    return parent_id + TUNED_SUFFIX
+
+
+def default_candidate(store: RunStore) -> Candidate:
+    """The run's best candidate that is not itself a tuning result (so rerunning `t2r tune RUN` resumes the same study)."""
+    best = best_candidate([c for c in store.candidates() if not c.get("parent")])
+    if best is None:
+        raise ConfigError(f"run {store.run_id} has no trained candidate to tune; finish the run first "
+                          f"(`t2r resume {store.run_id} --runs-dir {store.runs_dir}`)")
+    return best
+
+
+def parent_candidate(store: RunStore, candidate_id: str | None) -> Candidate:
+    """The candidate to tune: the named one, which must have trained, or the run's best."""
+    if candidate_id is None:
+        return default_candidate(store)
+    candidate = store.candidate(candidate_id)
+    trained = [c["id"] for c in store.candidates() if has_training(c)]
+    if candidate is None:
+        raise ConfigError(f"run {store.run_id} has no candidate {candidate_id!r}; its trained candidates are "
+                          f"{', '.join(trained) or 'none'}")
+    if not has_training(candidate) or not candidate.get("code_file"):
+        raise ConfigError(f"candidate {candidate_id} did not train ({candidate.get('status')}), so there is nothing to "
+                          f"tune; pick a trained one: {', '.join(trained) or 'none'}")
+    return candidate
+
+
+def eval_episodes(config: RunConfig, task: Task) -> int:
+    """Episodes per evaluation, as training will resolve them (a flag, else the family's YAML)."""
+    if config.eval_episodes is not None:
+        return config.eval_episodes
+    from policies.hyperparams import load_hyperparams
+
+    return load_hyperparams(task.family, config.algo, config.overrides).eval_episodes
+
+
+def local_runner(config: RunConfig) -> Callable[..., list[JobOutcome]]:
+    """The run's executor: worker processes here, or Ray tasks (a Ray session opened per batch)."""
+    if config.executor != "ray":
+        return run_jobs
+
+    def on_ray(jobs: list[TrainJob], workers: int, **options: Any) -> list[JobOutcome]:
+        from text2reward.training.ray_pool import run_jobs_on_ray
+
+        return run_jobs_on_ray(jobs, workers, address=config.ray_address, **options)
+
+    return on_ray
+
+
+class Tuner:
+    """One candidate's tuning: the study, its trials in batches, and the winner."""
+
+    def __init__(self, store: RunStore, parent: Candidate, steps: int | None, say: Progress, display: JobDisplay | None,
+                 runner: Callable[..., list[JobOutcome]] | None = None):
+        self.store, self.parent, self.say, self.display = store, parent, say, display
+        self.config = store.config()
+        if self.config.task_file:
+            load_task_file(self.config.task_file)
+        self.task = get_task(self.config.task_id)
+        self.source = (store.root / parent["code_file"]).read_text()
+        self.found = require_tunable(self.source, parent["id"])
+        self.space: list[Constant] = self.found.tunable
+        self.dir = store.tune_dir(parent["id"])
+        self.episodes = eval_episodes(self.config, self.task)
+        self.steps = steps
+        self.runner = runner or local_runner(self.config)
+        self.study: Any = None
+
+    def score(self, point: Mapping[str, Any]) -> float:
+        return objective(point, self.episodes)
+
+    # --- the study -------------------------------------------------------------------------------------
+    def open(self, trials: int) -> None:
+        budget_default = self.config.steps or self.task.default_steps
+        self.study = open_study(self.dir, self.parent["id"], self.config.seed, trials, self.steps or budget_default)
+        recorded = self.study.user_attrs.get(STEPS_ATTR)
+        if self.study.get_trials(deepcopy=False) and recorded is not None:
+            if self.steps is not None and self.steps != recorded:
+                raise ConfigError(f"the study of {self.parent['id']} trains each trial for {recorded} steps; resume it "
+                                  f"with --steps {recorded}, or delete {self.dir} to start over with {self.steps}")
+            self.steps = recorded
+        else:
+            self.steps = self.steps or budget_default
+            self.study.set_user_attr(STEPS_ATTR, self.steps)
+        for line in settle_orphans(self.study, self.dir, self.score):
+            self.say(f"{self.parent['id']}: {line}")
+        if not self.study.get_trials(deepcopy=False):  # the parent's own constants first, under the same budget
+            self.study.enqueue_trial(baseline_params(self.space), user_attrs={"baseline": True})
+
+    # --- trials ---------------------------------------------------------------------------------------
+    def run(self, trials: int) -> Candidate:
+        self.open(trials)
+        names = ", ".join(c.name for c in self.space)
+        skipped = [c for c in self.found.constants if not c.tunable]
+        finished = len(counted(self.study, self.dir))
+        self.say(f"tuning {self.parent['id']}: {len(self.space)} constant(s) ({names}), {trials} trial(s) of {self.steps} steps, "
+                 f"{min(self.config.workers, trials)} at a time; {finished} already finished; study in {self.dir / STUDY_FILE}")
+        for constant in skipped:
+            self.say(f"{self.parent['id']}: {constant.name} is not tuned: {constant.skip_reason}")
+        for warning in self.found.warnings:
+            self.say(f"{self.parent['id']}: {warning}")
+        attempts = 0
+        while (finished := len(counted(self.study, self.dir))) < trials:
+            if attempts >= 2 * trials:  # workers keep dying: say so rather than loop for ever
+                self.say(f"{self.parent['id']}: {attempts} trial(s) were interrupted or retried; stopping with {finished} finished")
+                break
+            batch = min(self.config.workers, trials - finished)
+            self.run_batch(batch)
+            attempts += batch
+        return self.write_winner()
+
+    def job(self, number: int, values: dict[str, float | int]) -> TrainJob:
+        folder = trial_dir(self.dir, number)
+        code_path = write_text_atomic(folder / "reward.py", rewrite(self.source, values))
+        train = self.config.train_config(self.task.id, folder / TRAIN_DIR, "code", self.config.seed, early_stop=True)
+        train.steps = self.steps
+        train.stop_file = str(folder / STOP_FILE)  # the pruner's, whatever the run's --no-early-stop says
+        return TrainJob(train=train, code_path=str(code_path), task_file=self.config.task_file, analysis_episodes=0, video=False)
+
+    def run_batch(self, size: int) -> None:
+        from optuna.trial import TrialState
+
+        asked = [self.study.ask() for _ in range(size)]
+        jobs = [self.job(trial.number, suggest(trial, self.space)) for trial in asked]
+        names = [f"trial {trial.number}" for trial in asked]
+        by_dir = {job.out_dir: (name, trial) for job, name, trial in zip(jobs, names, asked)}
+        pruner = TrialPruner(dict(zip(names, asked)), self.score)
+
+        def on_done(outcome: JobOutcome) -> None:
+            name, trial = by_dir[outcome.job.out_dir]
+            if outcome.ok and outcome.record is not None:
+                result = outcome.record["result"]
+                trial.set_user_attr("success_rate", result["success_rate"])
+                trial.set_user_attr("trained_steps", result["steps"])
+                if (result.get("stopped_early") or {}).get("kind") == "behind":  # the pruner's stop file took effect
+                    self.study.tell(trial, state=TrialState.PRUNED)
+                    self.say(f"{self.parent['id']} {name}: pruned at {result['steps']} steps, success {result['success_rate']:.2f}")
+                    return
+                value = self.score(result)
+                self.study.tell(trial, value)
+                self.say(f"{self.parent['id']} {name}: success {result['success_rate']:.2f} (objective {value:.4f})")
+                return
+            trial.set_user_attr("reason", str(outcome.reason)[:500])
+            self.study.tell(trial, state=TrialState.FAIL)
+            if outcome.interrupted:  # the worker died, not the constants: try them again
+                self.study.enqueue_trial(dict(trial.params), user_attrs={"retry_of": trial.number})
+            self.say(f"{self.parent['id']} {name}: {'interrupted' if outcome.interrupted else 'failed'} ({outcome.reason})")
+
+        labelled = list(zip(names, jobs))
+        if self.display is not None:
+            self.display.start(labelled)
+        try:
+            self.runner(jobs, self.config.workers, on_done=on_done, on_poll=self.display.poll if self.display else None,
+                        early_stopper=pruner, names=names)
+        finally:
+            if self.display is not None:
+                self.display.stop()
+
+    # --- the winner -----------------------------------------------------------------------------------
+    def write_winner(self) -> Candidate:
+        from optuna.trial import TrialState
+
+        complete = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if not complete:
+            raise Text2RewardError(f"no trial of {self.parent['id']} completed (pruned or failed: see "
+                                   f"{self.dir}/trial_*/worker.log); rerun with more --trials or a larger --steps")
+        best = max(complete, key=lambda t: (t.value, -t.number))
+        folder = trial_dir(self.dir, best.number)
+        record = job_done(folder)
+        if record is None:
+            raise Text2RewardError(f"trial {best.number} of {self.parent['id']} is recorded complete but {folder} holds no "
+                                   f"done.json; delete {self.dir} and tune again")
+        code = (folder / "reward.py").read_text()
+        code_path = write_text_atomic(self.dir / "reward.py", code)
+        result = record["result"]
+        states = [t.state for t in counted(self.study, self.dir)]
+        tuned_values = {c.name: c.value for c in find_constants(code).constants if c.name in {s.name for s in self.space}}
+        summary: TuningSummary = {
+            "study": self.store.relative(self.dir / STUDY_FILE), "study_name": self.parent["id"],
+            "trials": len(states), "complete": states.count(TrialState.COMPLETE), "pruned": states.count(TrialState.PRUNED),
+            "failed": states.count(TrialState.FAIL), "trial": best.number, "objective": float(best.value),
+            "steps": self.steps, "warnings": list(self.found.warnings),
+            "constants_diff": constants_diff(self.found.values(), tuned_values),
+        }
+        stopped = (result.get("stopped_early") or {}).get("kind") == "behind"
+        candidate: Candidate = {
+            "id": tuned_id(self.parent["id"]), "round": self.parent["round"], "sample": self.parent["sample"],
+            "backend": self.parent.get("backend", ""), "model": self.parent.get("model", ""),
+            "rule_based": bool(self.parent.get("rule_based")), "tokens": {"prompt": 0, "completion": 0}, "attempts": [],
+            "code_file": self.store.relative(code_path), "status": "stopped_early" if stopped else "trained",
+            "training": training_summary(result),
+            "training_result": {k: result[k] for k in ("curve", "components", "success_rate")},
+            "feedback_file": None, "behaviour_text": "", "video_file": None, "keyframes": [],
+            "warnings": list(record.get("warnings") or []), "parent": self.parent["id"], "tuned": summary,
+        }
+        return self.store.write_candidate(candidate)
+
+
+def tune_candidate(store: RunStore, candidate_id: str | None, trials: int, steps: int | None = None,
+                   progress: Progress | None = None, display: JobDisplay | None = None,
+                   runner: Callable[..., list[JobOutcome]] | None = None) -> Candidate:
+    """Tune a candidate's constants (None: the run's best untuned candidate) over `trials` finished trials of `steps`
+    training steps each (None: the run's budget, or the budget an existing study was started with), and write the
+    winner as candidate `<id>-tuned`. Resumes the candidate's study: finished trials count and are never redone.
+    `runner` (the loop's `run_jobs`) runs a batch of jobs; by default the run's executor. The caller holds the run's
+    lock. Model code runs only in the training jobs' sandbox."""
+    if trials < 1:
+        raise ConfigError(f"--trials must be at least 1, got {trials}")
+    if steps is not None and steps <= 0:
+        raise ConfigError(f"--steps must be positive, got {steps}")
+    from text2reward.sandbox import active_isolation
+
+    parent = parent_candidate(store, candidate_id)
+    tuner = Tuner(store, parent, steps, progress or (lambda message: None), display, runner)
+    active_isolation()  # fail closed before any trial trains
+    return tuner.run(trials)
+
+
+def trial_folders(store: RunStore, candidate_id: str) -> list[Path]:
+    """The trial folders of a candidate's tuning, in trial order (for tests and people)."""
+    folders = [p for p in store.tune_dir(candidate_id).glob("trial_*") if p.name.split("_")[-1].isdigit()]
+    return sorted(folders, key=lambda p: int(p.name.split("_")[-1]))
