@@ -525,3 +525,17 @@ def test_a_calls_own_time_leaves_out_waiting_for_a_cpu():
     sleeping = _own_time(0.030, ((1.0, 5.0), (2.0, 7.0)), ((1.0001, 5.0), (2.0001, 7.0)))
     assert sleeping == pytest.approx(0.030)
     assert _own_time(0.030, (None, (2.0, 7.0)), ((1.0, 5.0), (2.0, 7.0))) is None  # /proc could not say: the wall clock judges
+
+
+def test_a_call_waiting_for_a_cpu_gets_its_wall_limit_back_but_a_sleeping_one_does_not():
+    """On a loaded machine a reward call can spend its whole wall limit runnable but not running; that wait is
+    the machine's, so the limit stretches by it (bounded), while time the call spends not runnable (sleeping,
+    blocking) counts as before."""
+    from text2reward.sandbox.process import LOADED_WALL_FACTOR, loaded_deadline
+
+    assert loaded_deadline(0.0, 0.5, 0.5, None, 0.05) == 0.5  # /proc could not say: stop at the limit
+    assert loaded_deadline(0.0, 0.5, 0.5, 0.0, 0.05) == 0.5  # never waited: the call itself took the time
+    assert loaded_deadline(0.0, 0.5, 0.5, 0.4, 0.05) == pytest.approx(0.9)  # 0.1 s of its own: 0.4 s left
+    assert loaded_deadline(0.0, 0.9, 0.5, 0.4, 0.05) == 0.9  # then the rest of its own time ran out
+    assert loaded_deadline(0.0, 9.9, 0.5, 9.8, 0.05) == 0.5 * LOADED_WALL_FACTOR  # never beyond the bound
+    assert loaded_deadline(0.0, 0.5, 0.5, 0.9, 0.3) == pytest.approx(0.7)  # a wait counts only since it was measured: 0.2 s

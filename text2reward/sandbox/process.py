@@ -110,13 +110,19 @@ class WorkerProcess:
                 return self._reader.read(started + cpu_seconds, MAX_REPLY_BYTES)
             except ChannelTimeout:
                 pass
-            baseline = self.cpu_seconds()
+            baseline_at, baseline_stats = time.monotonic(), self.schedstat()
+            baseline = None if baseline_stats is None else baseline_stats[0]
             while True:
                 try:
                     return self._reader.read(min(deadline, time.monotonic() + cpu_seconds), MAX_REPLY_BYTES)
                 except ChannelTimeout:
-                    if time.monotonic() >= deadline:
-                        raise
+                    now = time.monotonic()
+                    if now >= deadline:
+                        stats = self.schedstat()
+                        waited = None if stats is None or baseline_stats is None else stats[1] - baseline_stats[1]
+                        deadline = loaded_deadline(started, now, wall_seconds, waited, baseline_at)
+                        if now >= deadline:
+                            raise
                 used = self.cpu_seconds()
                 if baseline is not None and used is not None and used - baseline > cpu_seconds:
                     self.kill()
@@ -198,6 +204,24 @@ class WorkerProcess:
         self._stderr.join(1.0)
         signal_number = -code if code < 0 else None
         return SandboxFailure(explain_exit(signal_number, None if code < 0 else code, self.limits, self._stderr.text()))
+
+
+LOADED_WALL_FACTOR = 20.0
+"""On a machine busy with other work, a call may wait for a CPU far longer than it runs: its wall limit then
+stretches by that wait, up to this many times the limit (0.5 s -> 10 s), never further."""
+
+
+def loaded_deadline(started: float, now: float, wall_seconds: float, waited: float | None, waited_since: float) -> float:
+    """The wall-clock deadline of a call that has reached its limit: `now` (stop it) unless the kernel says the worker
+    spent part of the call runnable but waiting for a CPU (`waited` seconds since `waited_since`, from
+    /proc/PID/schedstat). That wait is the machine's load, not the reward's doing, so the limit applies to the rest:
+    a reward that sleeps or blocks is not runnable and is stopped as before, and LOADED_WALL_FACTOR bounds it all."""
+    if waited is None or waited <= 0:
+        return now
+    own = (now - started) - min(waited, now - waited_since)
+    if own >= wall_seconds:
+        return now
+    return min(started + wall_seconds * LOADED_WALL_FACTOR, now + (wall_seconds - own))
 
 
 def read_schedstat(path: str) -> tuple[float, float] | None:
