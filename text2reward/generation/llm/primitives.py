@@ -285,7 +285,7 @@ def add_control(plan: Plan, weight: float) -> Term:
 
 
 def add_forward(plan: Plan, velocity: str, direction: float, weight: float) -> Term:
-    d = plan.param("DIRECTION", direction, "+1 rewards motion along +x, -1 along -x", jitter=False)
+    d = plan.param("DIRECTION", direction, f"+1 rewards motion along +x, -1 along -x; range: {direction:g}..{direction:g} (a sign, never tuned)", jitter=False)
     v = plan.param("V_MAX", 10.0, "m/s, forward velocity is clipped here so one burst cannot dominate", jitter=False)
     lines = [f"r_forward = float(np.clip({d} * {velocity}, -{v}, {v}))"]
     return plan.add(Term("forward", "velocity", "velocity along the requested direction (m/s)", lines), weight)
@@ -310,7 +310,7 @@ def add_upright(plan: Plan, expression: str, comment: str, weight: float) -> Ter
 
 def add_flip(plan: Plan, direction: float, pitch: str | None, pitch_velocity: str, height: str, init_height: str, weights: dict[str, float]) -> None:
     """Spin in the requested direction, accumulate rotation, and get airborne to have room for it."""
-    d = plan.param("DIRECTION", direction, "+1 pitches forward (nose down), -1 backward", jitter=False)
+    d = plan.param("DIRECTION", direction, f"+1 pitches forward (nose down), -1 backward; range: {direction:g}..{direction:g} (a sign, never tuned)", jitter=False)
     spin = plan.param("SPIN_SCALE", 6.0, "rad/s of pitch velocity at which the spin term is about 0.76")
     plan.add(Term("spin", "velocity", "pitch velocity in the flip's direction (bounded)", [f"r_spin = math.tanh({d} * {pitch_velocity} / {spin})"]), weights["spin"])
     if pitch is not None:
