@@ -37,7 +37,8 @@ from sim_envs.errors import ConfigError
 
 REWARD_MODES: dict[str, str] = {mode: name for mode, (name, _) in MODE_SIGNATURES.items()}
 """Mode -> the function the model writes."""
-SIGNATURES: dict[str, str] = {mode: f"{name}({', '.join(params)})" for mode, (name, params) in MODE_SIGNATURES.items()}
+DEFAULT_GAMMA = 0.99
+"""SB3's and SBX's discount when a family's settings name none; the shaping must use the one that trains."""
 PROGRESS_WEIGHT = 1.0
 """The progress gain's weight: a whole task's worth of progress pays as much as one step of success."""
 COUNT_BONUS = 0.1
@@ -56,6 +57,14 @@ def check_mode(mode: str) -> str:
 
 def entry_point(mode: str) -> str:
     return REWARD_MODES[check_mode(mode)]
+
+
+def require_program(mode: str, reward: str) -> str:
+    """The mode, refused in one line when it would shape a built-in reward: a potential or progress mode needs a program."""
+    if check_mode(mode) != "dense" and reward in ("expert", "sparse"):
+        raise ConfigError(f"--reward-mode {mode} shapes a reward program; pass --reward PATH.py defining "
+                          f"{entry_point(mode)}(self), or drop --reward-mode")
+    return mode
 
 
 def object_position(view: Any) -> np.ndarray | None:
@@ -162,5 +171,6 @@ def wrap_for_mode(env: gym.Env, mode: str, gamma: float) -> gym.Env:
     return env
 
 
-__all__ = ["COUNT_BONUS", "OBJECT_CELL", "PROGRESS_BINS", "PROGRESS_WEIGHT", "REWARD_MODES", "SIGNATURES", "PotentialShaping",
-           "ProgressBonus", "check_mode", "entry_point", "runnable_source", "wrap_for_mode"]
+__all__ = ["COUNT_BONUS", "DEFAULT_GAMMA", "OBJECT_CELL", "PROGRESS_BINS", "PROGRESS_WEIGHT", "REWARD_MODES", "PotentialShaping",
+           "ProgressBonus", "check_mode", "entry_point", "require_program",
+           "runnable_source", "wrap_for_mode"]

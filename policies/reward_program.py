@@ -27,6 +27,15 @@ trains on). Here, beside the entry point, because the sandbox's static check and
 MODE_ENTRY_NAMES = frozenset(name for name, _ in MODE_SIGNATURES.values())
 
 
+def mode_signature(mode: str) -> tuple[str, str]:
+    """(function name, its signature as the prompt writes it) of a reward mode, e.g. ("compute_potential",
+    "compute_potential(self)"); the one place an unknown mode is refused for programs."""
+    if mode not in MODE_SIGNATURES:
+        raise RewardProgramError(f"unknown reward mode {mode!r}; use one of {', '.join(MODE_SIGNATURES)}")
+    name, parameters = MODE_SIGNATURES[mode]
+    return name, f"{name}({', '.join(parameters)})"
+
+
 class RewardFunction(Protocol):
     name: str
 
@@ -141,13 +150,10 @@ def find_entry_point(tree: ast.Module, origin: str, mode: str = "dense") -> ast.
 
     Extra parameters are fine when they have defaults (`obs=None`, `scale=1.0`) or are `*args` /
     `**kwargs`; a further required parameter or a keyword-only one without a default is not."""
-    if mode not in MODE_SIGNATURES:
-        raise RewardProgramError(f"unknown reward mode {mode!r}; use one of {', '.join(MODE_SIGNATURES)}")
-    name, parameters = MODE_SIGNATURES[mode]
-    signature = f"{name}({', '.join(parameters)})"
+    name, signature = mode_signature(mode)
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == name:
-            problem = _signature_problem(node.args, len(parameters))
+            problem = _signature_problem(node.args, len(MODE_SIGNATURES[mode][1]))
             if problem:
                 raise RewardProgramError(f"{origin}: {name} {problem}; it must be {signature} (any further parameters need defaults)")
             return node
@@ -182,11 +188,10 @@ def runnable_source(source: str, mode: str) -> str:
     """The program a reward worker runs: a dense program as written; a potential or progress program with an
     adapter that makes its value the worker's `total` (policies.reward_modes turns that into a reward), so every
     mode runs through the one entry point, in the jail and in process alike."""
-    if mode not in MODE_SIGNATURES:
-        raise RewardProgramError(f"unknown reward mode {mode!r}; use one of {', '.join(MODE_SIGNATURES)}")
+    name, _ = mode_signature(mode)
     if mode == "dense":
         return source
-    return source.rstrip("\n") + "\n" + ADAPTER.format(mode=mode, entry=MODE_SIGNATURES[mode][0])
+    return source.rstrip("\n") + "\n" + ADAPTER.format(mode=mode, entry=name)
 
 
 def compile_reward(source: str, origin: str = "reward", mode: str = "dense") -> Callable[..., Any]:

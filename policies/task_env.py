@@ -11,7 +11,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from policies.reward_modes import wrap_for_mode
+from policies.reward_modes import DEFAULT_GAMMA, wrap_for_mode
 from policies.reward_program import RewardFunction
 from sim_envs.task import Task
 from sim_envs.view_base import StateView
@@ -70,7 +70,7 @@ def make_task_env(
     render_size: int | None = None,
     flatten: bool = True,
     reward_mode: str = "dense",
-    gamma: float = 0.99,
+    gamma: float = DEFAULT_GAMMA,
 ) -> gym.Env:
     """The env agents train and are evaluated on: task env + reward (shaped by its mode, policies.reward_modes)
     + flat observations. `gamma` is the algorithm's discount, which potential-based shaping must use."""

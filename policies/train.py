@@ -19,7 +19,7 @@ from policies.config import TrainConfig
 from policies.evaluate import evaluate, model_actor
 from policies.hyperparams import Hyperparams, load_hyperparams
 from policies.io import write_json_atomic
-from policies.reward_modes import check_mode, entry_point
+from policies.reward_modes import DEFAULT_GAMMA, require_program
 from policies.reward_program import RewardFunction, SparseReward, reward_from_spec
 from policies.task_env import make_task_env
 from sim_envs.errors import ConfigError, RewardProgramError
@@ -29,8 +29,6 @@ from sim_envs.task import Task
 RESULT_FILE = "result.json"
 MODEL_FILE = "model.zip"
 EVAL_SEED_OFFSET = 10_000  # evaluation placements never coincide with training resets
-DEFAULT_GAMMA = 0.99
-"""SB3's and SBX's discount when a family's settings name none; potential shaping uses the one that trains."""
 
 
 @dataclass
@@ -152,9 +150,7 @@ def train(
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ConfigError(f"{flag} must be a positive whole number, got {value!r}")
     eval_freq, eval_episodes = params.eval_freq, params.eval_episodes
-    mode = check_mode(config.reward_mode)
-    if mode != "dense" and config.reward in ("expert", "sparse"):
-        raise ConfigError(f"--reward-mode {mode} shapes a reward program's {mode}; pass --reward PATH.py defining {entry_point(mode)}(self)")
+    mode = require_program(config.reward_mode, config.reward)
     gamma = float(params.algo_kwargs.get("gamma", DEFAULT_GAMMA))
     device = resolve_device(config.device, params.algo)
     torch.set_num_threads(config.torch_threads)  # one thread is faster on 2 cores (benchmarks/RESULTS.md)

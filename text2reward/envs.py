@@ -19,6 +19,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from policies.reward_modes import DEFAULT_GAMMA
 from sim_envs.errors import ConfigError
 
 NAMESPACE = "text2reward"
@@ -46,7 +47,7 @@ class _ClosesReward(gym.Wrapper):
 
 
 def make(task_id: str, reward: str = "expert", trusted_reward: bool = False, seed: int | None = None,
-         render_mode: str | None = None, reward_mode: str = "dense", gamma: float = 0.99) -> gym.Env:
+         render_mode: str | None = None, reward_mode: str = "dense", gamma: float = DEFAULT_GAMMA) -> gym.Env:
     """The task env with `reward`: "expert", "sparse" or a .py file defining compute_dense_reward (or, with
     `reward_mode` "potential" / "progress", compute_potential / compute_progress, shaped with the agent's `gamma`)."""
     from policies.reward_program import reward_from_spec

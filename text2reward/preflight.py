@@ -27,7 +27,7 @@ def check_train_config(config: TrainConfig, device_here: bool = True) -> Task:
     trains on other machines (a Ray cluster), which have the GPUs it asks for, not this one."""
     from policies.algorithms import configure_jax
     from policies.hyperparams import load_hyperparams
-    from policies.reward_modes import check_mode, entry_point
+    from policies.reward_modes import require_program
     from policies.train import resolve_device
 
     task = get_task(config.task_id)
@@ -38,10 +38,7 @@ def check_train_config(config: TrainConfig, device_here: bool = True) -> Task:
             raise ConfigError(f"{flag} must be at least 1, got {value}")
     if config.stop_at_success is not None and not 0.0 < config.stop_at_success <= 1.0:
         raise ConfigError(f"--stop-at-success must be in (0, 1], got {config.stop_at_success}")
-    check_mode(config.reward_mode)
-    if config.reward_mode != "dense" and config.reward in ("expert", "sparse"):
-        raise ConfigError(f"--reward-mode {config.reward_mode} shapes a reward program; pass --reward PATH.py defining "
-                          f"{entry_point(config.reward_mode)}(self), or drop --reward-mode")
+    require_program(config.reward_mode, config.reward)
     configure_jax(config.torch_threads)  # before the checks import JAX: `t2r train` trains in this process
     params = load_hyperparams(task.family, config.algo, config.overrides)
     if device_here:

@@ -14,7 +14,7 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from policies.reward_program import MODE_SIGNATURES, find_entry_point
+from policies.reward_program import find_entry_point, mode_signature
 from sim_envs.errors import RewardProgramError
 
 __all__ = ["Extraction", "extract_code"]
@@ -62,11 +62,9 @@ class _Entry:
 
     @classmethod
     def for_mode(cls, mode: str) -> _Entry:
-        if mode not in MODE_SIGNATURES:
-            raise RewardProgramError(f"unknown reward mode {mode!r}; use one of {', '.join(MODE_SIGNATURES)}")
-        name, parameters = MODE_SIGNATURES[mode]
+        name, signature = mode_signature(mode)
         pattern = re.compile(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{name}\b", re.MULTILINE)
-        return cls(mode, name, f"{name}({', '.join(parameters)})", pattern)
+        return cls(mode, name, signature, pattern)
 
     @property
     def fix(self) -> str:

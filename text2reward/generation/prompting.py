@@ -17,7 +17,8 @@ from typing import Any
 
 import jinja2
 
-from policies.reward_program import MODE_SIGNATURES
+from policies.reward_modes import check_mode
+from policies.reward_program import mode_signature
 from prompts import EXAMPLES_DIR, PROMPTS_DIR
 from sim_envs.errors import ConfigError
 from sim_envs.scale_hints import RESETS as SCALE_RESETS
@@ -83,13 +84,11 @@ def _messages(task: Task, template: str, reward_mode: str = "dense", **context: 
     The contract's list of imports is rendered from the sandbox's own allow-list and pre-imported
     names, so the prompt promises exactly what validation and training accept. `reward_mode` picks the
     function asked for (`compute_dense_reward`, `compute_potential` or `compute_progress`) and its contract."""
-    if reward_mode not in MODE_SIGNATURES:
-        raise ConfigError(f"unknown reward mode {reward_mode!r}; use one of {', '.join(MODE_SIGNATURES)}")
-    name, parameters = MODE_SIGNATURES[reward_mode]
+    name, signature = mode_signature(check_mode(reward_mode))
     user = render_template(
         template, task=task, view_doc=render_view_doc(task), allowed_modules=ALLOWED_MODULES, preimported=PREIMPORTED,
         scale_hints=describe_scale_hints(scale_hints(task)), scale_resets=SCALE_RESETS, reward_mode=reward_mode,
-        entry=name, entry_signature=f"{name}({', '.join(parameters)})", **context
+        entry=name, entry_signature=signature, **context
     )
     return [
         {"role": "system", "content": render_template("system.j2", reward_mode=reward_mode)},

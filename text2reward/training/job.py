@@ -138,8 +138,8 @@ def analyse(task: Any, model: Any, reward_fn: Any, seed: int, episodes: int, res
             reward_mode: str = "dense") -> dict[str, str]:
     """Roll the trained policy out and describe what it did (the next prompt's feedback), on the env it trained on."""
     from policies.evaluate import evaluate, model_actor
+    from policies.reward_modes import DEFAULT_GAMMA
     from policies.task_env import make_task_env
-    from policies.train import DEFAULT_GAMMA
     from text2reward.feedback import build_feedback_text, describe_behaviour
 
     gamma = float((result.get("hyperparams") or {}).get("algo_kwargs", {}).get("gamma", DEFAULT_GAMMA))
