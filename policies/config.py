@@ -29,3 +29,6 @@ class TrainConfig:
     torch_threads: int = 1
     progress: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)
+    her: bool | None = None
+    """Hindsight experience replay (policies.her): True / False as `--her` / `--no-her` say, None for the family's
+    default (its YAML's `her`, which stays off where HER cannot apply: a reward program, PPO, a task without goals)."""

@@ -30,6 +30,11 @@ class Hyperparams:
     checkpoint_freq: int = 10000
     algo_kwargs: dict[str, Any] = field(default_factory=dict)
     policy_kwargs: dict[str, Any] = field(default_factory=dict)
+    her: bool = False
+    """Hindsight experience replay by default for a multi-goal family (`t2r train --her / --no-her` decide; policies.her).
+    In result.json's hyperparams it is what the training used."""
+    her_kwargs: dict[str, Any] = field(default_factory=dict)
+    """SB3's HerReplayBuffer settings (n_sampled_goal, goal_selection_strategy) when HER is on."""
 
 
 def load_hyperparams(family: str, algo: str | None = None, overrides: dict[str, Any] | None = None) -> Hyperparams:
@@ -64,17 +69,20 @@ def carry_settings(params: Hyperparams, algo: str) -> Hyperparams:
         checkpoint_freq=params.checkpoint_freq,
         algo_kwargs={key: value for key, value in params.algo_kwargs.items() if key in accepted},
         policy_kwargs={key: value for key, value in params.policy_kwargs.items() if key in policy_accepts},
+        her=params.her, her_kwargs=dict(params.her_kwargs),
     )
 
 
 SET_BY_TRAINING = frozenset({"self", "policy", "env", "seed", "device", "verbose", "tensorboard_log", "_init_setup_model"})
 """SB3 constructor arguments that training sets itself: an override of one would be ignored or fight it."""
+SET_BY_FLAGS = {"her": "--her / --no-her"}
+"""Settings of ours that a flag sets, not `--hp` (one way to say each thing)."""
 
 
 def valid_override_keys(algo: str) -> list[str]:
     """What `--hp KEY=VALUE` may name for `algo`: our settings plus the SB3 constructor's own arguments."""
     constructor = inspect.signature(algorithm_class(algo).__init__).parameters
-    ours = [f.name for f in fields(Hyperparams) if f.name not in ("algo", "algo_kwargs")]
+    ours = [f.name for f in fields(Hyperparams) if f.name not in ("algo", "algo_kwargs", *SET_BY_FLAGS)]
     return sorted(set(ours) | {name for name in constructor if name not in SET_BY_TRAINING})
 
 
@@ -82,6 +90,8 @@ def check_overrides(algo: str, overrides: dict[str, Any]) -> None:
     """A typo in `--hp` is a one-line error naming the valid keys, before any environment is built."""
     valid = valid_override_keys(algo)
     for key in overrides:
+        if key in SET_BY_FLAGS:
+            raise ConfigError(f"--hp {key} is set with {SET_BY_FLAGS[key]}, not --hp")
         if key not in valid:
             close = difflib.get_close_matches(key, valid, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""

@@ -13,6 +13,7 @@ import numpy as np
 
 from policies.reward_modes import DEFAULT_GAMMA, wrap_for_mode
 from policies.reward_program import RewardFunction
+from sim_envs.errors import ConfigError
 from sim_envs.task import Task
 from sim_envs.view_base import StateView
 
@@ -60,6 +61,18 @@ class TaskRewardWrapper(gym.Wrapper):
         info["is_success"] = self._episode_success
         return obs, total, terminated, truncated, info
 
+    def compute_reward(self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> np.ndarray:
+        """The reward of steps that reached `achieved_goal` had the goal been `desired_goal` (batches of rows):
+        what SB3's HerReplayBuffer asks for when it replays a step with another goal (VecEnv.env_method finds it
+        here, before the inner env's own `compute_reward`, which knows nothing of the chosen reward). The reward
+        function's `relabel` answers (policies.reward_program.RelabellingReward); one without it (a program:
+        policies.her says why) is refused."""
+        relabel = getattr(self.reward_fn, "relabel", None)
+        if relabel is None:
+            raise ConfigError(f"reward {self.reward_fn.name!r} cannot be relabelled for hindsight replay (--her); "
+                              "use --reward sparse --her, or train without --her")
+        return np.asarray(relabel(achieved_goal, desired_goal, info, self.task, self.env))
+
 
 def make_task_env(
     task: Task,
@@ -73,7 +86,9 @@ def make_task_env(
     gamma: float = DEFAULT_GAMMA,
 ) -> gym.Env:
     """The env agents train and are evaluated on: task env + reward (shaped by its mode, policies.reward_modes)
-    + flat observations. `gamma` is the algorithm's discount, which potential-based shaping must use."""
+    + flat observations. `gamma` is the algorithm's discount, which potential-based shaping must use.
+    `flatten=False` keeps a multi-goal task's dict observation: what HER trains on, and what a policy trained
+    with it reads (policies.her.flat_observations says which a saved policy needs)."""
     env: gym.Env = TaskRewardWrapper(task.make_env(render_mode=render_mode, seed=seed, render_size=render_size), task, reward_fn)
     env = wrap_for_mode(env, reward_mode, gamma)
     if flatten and isinstance(env.observation_space, gym.spaces.Dict):

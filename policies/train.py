@@ -17,6 +17,7 @@ from policies.algorithms import algorithm_class, cache_jax_compilations, configu
 from policies.callbacks import ComponentStatsCallback, SuccessEvalCallback
 from policies.config import TrainConfig
 from policies.evaluate import evaluate, model_actor
+from policies.her import HER_POLICY, check_learning_starts, her_algo_kwargs, her_buffer_size, resolve_her
 from policies.hyperparams import Hyperparams, load_hyperparams
 from policies.io import write_json_atomic
 from policies.reward_modes import DEFAULT_GAMMA, require_program
@@ -67,6 +68,9 @@ class TrainResult:
     stopped_early: dict[str, Any] | None = None
     """Training ended before its budget by choice: `kind` "success" (the evaluation reached `stop_at_success`)
     or "behind" (a supervisor's stop file: the run's early stopping, with its `rung` and `reason`)."""
+    her: bool = False
+    """Trained with hindsight experience replay (policies.her): the policy reads the task's dict observation, not the
+    flat one, and whatever rebuilds its env must keep it (`policies.her.flat_observations`). Absent in older results: False."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -117,7 +121,7 @@ def build_algorithm(params: Hyperparams, env: Any, seed: int, device: str, tb_di
         verbose=0,
         tensorboard_log=str(tb_dir),
         policy_kwargs=dict(params.policy_kwargs),
-        **params.algo_kwargs,
+        **(her_algo_kwargs(params.algo_kwargs, params.her_kwargs) if params.her else params.algo_kwargs),
     )
 
 
@@ -151,6 +155,12 @@ def train(
             raise ConfigError(f"{flag} must be a positive whole number, got {value!r}")
     eval_freq, eval_episodes = params.eval_freq, params.eval_episodes
     mode = require_program(config.reward_mode, config.reward)
+    params.her = resolve_her(config.her, params.her, task, params.algo, callable(getattr(reward_fn, "relabel", None)), mode)
+    if params.her:  # the buffer swaps the goal in the dict observation, so the policy reads the dict
+        params.policy = HER_POLICY
+        check_learning_starts(params.algo, params.algo_kwargs, task, params.n_envs)
+        params.algo_kwargs["buffer_size"] = her_buffer_size(params.algo_kwargs.get("buffer_size"), steps, params.n_envs)
+    flatten = not params.her
     gamma = float(params.algo_kwargs.get("gamma", DEFAULT_GAMMA))
     device = resolve_device(config.device, params.algo)
     torch.set_num_threads(config.torch_threads)  # one thread is faster on 2 cores (benchmarks/RESULTS.md)
@@ -158,13 +168,13 @@ def train(
     out.mkdir(parents=True, exist_ok=True)
 
     train_env = make_vec_env(
-        lambda: make_task_env(task, reward_fn, seed=config.seed, reward_mode=mode, gamma=gamma),
+        lambda: make_task_env(task, reward_fn, seed=config.seed, reward_mode=mode, gamma=gamma, flatten=flatten),
         n_envs=params.n_envs,
         seed=config.seed,
         monitor_dir=str(out / "monitor"),
         monitor_kwargs={"info_keywords": ("is_success",)},
     )
-    eval_env = make_task_env(task, reward_fn, seed=config.seed + EVAL_SEED_OFFSET, reward_mode=mode, gamma=gamma)
+    eval_env = make_task_env(task, reward_fn, seed=config.seed + EVAL_SEED_OFFSET, reward_mode=mode, gamma=gamma, flatten=flatten)
     model = build_algorithm(params, train_env, config.seed, device, out / "tb")
     components = ComponentStatsCallback(log_every=max(1000, eval_freq // 2))
     evaluator = SuccessEvalCallback(
@@ -190,7 +200,7 @@ def train(
         model.save(out / MODEL_FILE)
         if failure is not None:  # the reward can no longer be called; the success test needs none
             eval_env.close()
-            eval_env = make_task_env(task, SparseReward(), seed=config.seed + EVAL_SEED_OFFSET)
+            eval_env = make_task_env(task, SparseReward(), seed=config.seed + EVAL_SEED_OFFSET, flatten=flatten)
         if on_phase is not None:  # the last evaluation can take as long as a stretch of training: say so
             on_phase(f"final evaluation ({eval_episodes} episode{'s' if eval_episodes != 1 else ''})")
         final = evaluate(eval_env, model_actor(model), eval_episodes, seed=config.seed + EVAL_SEED_OFFSET)
@@ -236,6 +246,7 @@ def train(
         reward_isolation=str(getattr(reward_fn, "isolation", "")),
         reward_failure=failure,
         stopped_early=evaluator.stopped,
+        her=params.her,
     )
     write_json_atomic(out / RESULT_FILE, result.to_dict())
     if failure is not None:
@@ -244,7 +255,8 @@ def train(
 
 
 def load_policy(path: str | Path) -> tuple[Any, dict[str, Any]]:
-    """A saved model and the result.json beside it (a run directory or its model.zip)."""
+    """A saved model and the result.json beside it (a run directory or its model.zip). A policy trained with HER
+    reads dict observations: build its env with `flatten=policies.her.flat_observations(meta)`."""
     import json
 
     path = Path(path)
@@ -253,4 +265,9 @@ def load_policy(path: str | Path) -> tuple[Any, dict[str, Any]]:
     if not model_path.is_file() or not result_path.is_file():
         raise ConfigError(f"no trained policy at {path}; pass the --out directory of `t2r train` (with {MODEL_FILE} and {RESULT_FILE})")
     meta = json.loads(result_path.read_text())
-    return algorithm_class(meta["algo"]).load(model_path, device="cpu"), meta
+    custom_objects = None
+    if meta.get("her"):  # SB3 rebuilds a HerReplayBuffer on load, which needs the training env; a policy that only acts needs neither
+        from stable_baselines3.common.buffers import DictReplayBuffer
+
+        custom_objects = {"replay_buffer_class": DictReplayBuffer, "replay_buffer_kwargs": {}}
+    return algorithm_class(meta["algo"]).load(model_path, device="cpu", custom_objects=custom_objects), meta

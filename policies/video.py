@@ -46,6 +46,7 @@ def record_video(
     keyframes: int = 0,
     render_every: int | None = None,
     on_episode: EpisodeCallback | None = None,
+    flatten: bool = True,
 ) -> dict[str, object]:
     """Render `episodes` rollouts to one mp4 that plays at real time; returns what was recorded.
 
@@ -59,7 +60,8 @@ def record_video(
     grid are rendered for them); an episode that terminates early moves the moments, and the nearest
     rendered state (within `render_every // 2` steps) is used.
 
-    `on_episode(index, stats)` is called after each episode (for progress displays).
+    `on_episode(index, stats)` is called after each episode (for progress displays). `flatten=False` for a policy
+    trained with HER, which reads the dict observation (policies.her.flat_observations of its result.json).
     """
     if episodes < 1:
         raise ConfigError(f"a video needs at least one episode, not {episodes}")
@@ -74,7 +76,7 @@ def record_video(
     planned = set(_spread(episodes * (task.max_episode_steps + 1), keyframes).tolist())
     kept: list[tuple[int, np.ndarray]] = []  # (position in the rollout, frame), only when keyframes are asked for
 
-    env = make_task_env(task, reward_fn or SparseReward(), seed=seed, render_mode="rgb_array", render_size=size)
+    env = make_task_env(task, reward_fn or SparseReward(), seed=seed, render_mode="rgb_array", render_size=size, flatten=flatten)
     writer: _Writer | None = None
     every, fps = 1, Fraction(1)
     successes: list[bool] = []

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
 from sim_envs.errors import ConfigError
+from sim_envs.gymnasium_robotics_import import make_gymnasium_robotics_env
 from sim_envs.scale_hints import ARM_SCALE_POINTS, REACH_SCALE_POINTS
 from sim_envs.success_rule import distance, rule
 from sim_envs.task import Task
@@ -76,31 +76,6 @@ FETCH_TASKS: dict[str, tuple[str, str, str]] = {
 EXPERT_DOC = "Gymnasium-Robotics' dense reward: minus the distance from the achieved goal to the goal"
 TABLE_HEIGHT = 0.4
 
-
-def _import_gymnasium_robotics() -> Any:
-    """Import quietly: on import it prints a notice about Adroit environments, which we never use."""
-    import contextlib
-    import io
-
-    with contextlib.redirect_stderr(io.StringIO()):
-        import gymnasium_robotics
-    return gymnasium_robotics
-
-
-def make_fetch_env(
-    gym_id: str, render_mode: str | None = None, seed: int | None = None, size: int = 480, max_episode_steps: int | None = None
-) -> gym.Env:
-    """Gymnasium-Robotics' env; `max_episode_steps` replaces its registered time limit (50 steps)."""
-    gym.register_envs(_import_gymnasium_robotics())
-    kwargs: dict[str, Any] = {"render_mode": render_mode}
-    if render_mode is not None:
-        kwargs.update(width=size, height=size)
-    if max_episode_steps is not None:
-        kwargs["max_episode_steps"] = max_episode_steps
-    env = gym.make(gym_id, **kwargs)
-    if seed is not None:
-        env.action_space.seed(seed)
-    return env
 
 
 @dataclass(frozen=True)
@@ -202,6 +177,11 @@ SUCCESS_DISTANCE = 0.05
 """Gymnasium-Robotics' `distance_threshold` for every Fetch task; `is_success` is a strict `<` on it."""
 
 
+def goals_within(achieved: np.ndarray, desired: np.ndarray, threshold: float = SUCCESS_DISTANCE) -> np.ndarray:
+    """Gymnasium-Robotics' success test on batches of goal vectors (HER relabelling): within `threshold` m."""
+    return np.linalg.norm(np.asarray(achieved) - np.asarray(desired), axis=-1) < threshold
+
+
 def gripper_near_goal(view: Any, DISTANCE: float) -> bool:
     """`robot.ee_position` less than {DISTANCE} m from `goal_position`"""
     return distance(view.robot.ee_position, view.goal_position) < DISTANCE
@@ -223,7 +203,7 @@ def fetch_tasks() -> list[Task]:
                 id=f"fetch/{name}",
                 family="fetch",
                 description=description,
-                env_factory=partial(make_fetch_env, gym_id),
+                env_factory=partial(make_gymnasium_robotics_env, gym_id),
                 view_class=FetchReachView if reach else FetchObjectView,
                 read_view=read_fetch_reach_view if reach else read_fetch_object_view,
                 is_success=fetch_success,
@@ -236,6 +216,7 @@ def fetch_tasks() -> list[Task]:
                 expert_reward_doc=EXPERT_DOC,
                 action_doc=ACTION_DOC,
                 view_notes=notes,
+                goal_success=goals_within,
             )
         )
     return tasks

@@ -29,11 +29,14 @@ def _load_builtins() -> None:
     global _BUILTINS_LOADED
     if _BUILTINS_LOADED:
         return
+    from sim_envs.adroit_tasks import adroit_tasks
     from sim_envs.fetch_tasks import fetch_tasks
+    from sim_envs.franka_tasks import franka_tasks
     from sim_envs.locomotion_tasks import locomotion_tasks
     from sim_envs.metaworld_tasks import metaworld_tasks
+    from sim_envs.shadow_tasks import shadow_tasks
 
-    for task in [*metaworld_tasks(), *fetch_tasks(), *locomotion_tasks()]:
+    for task in [*metaworld_tasks(), *fetch_tasks(), *franka_tasks(), *locomotion_tasks(), *adroit_tasks(), *shadow_tasks()]:
         _TASKS.setdefault(task.id, task)
     _BUILTINS_LOADED = True
 

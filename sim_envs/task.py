@@ -55,6 +55,16 @@ class Task:
     scale_points: tuple[tuple[str, str, str], ...] = ()
     """(label, view path, view path) pairs whose typical initial distance the prompt states, e.g.
     ("gripper to object", "robot.ee_position", "obj.position")."""
+    goal_success: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = field(default=None, repr=False)
+    """For multi-goal envs (observations `observation`, `achieved_goal`, `desired_goal`): the success test on
+    batches of goal vectors, `goal_success(achieved, desired) -> bool array`, what hindsight relabelling (HER)
+    needs to score a replayed step against a goal it was not aiming at. None for tasks without goals."""
+    budget_note: str = ""
+    """What a budget that learns this task looks like, when it is far above `default_steps` (shown by `t2r tasks --show`)."""
+
+    @property
+    def is_multi_goal(self) -> bool:
+        return self.goal_success is not None
 
     @property
     def has_expert_reward(self) -> bool:

@@ -84,6 +84,8 @@ def test_examples_cover_the_required_tasks() -> None:
     assert {"metaworld/push-v3", "metaworld/pick-place-v3"} & ids, "add a grasp-based MetaWorld example"
     assert {"fetch/reach", "fetch/push", "fetch/slide", "halfcheetah/forward"} <= ids
     assert {"hopper/forward", "hopper/front_flip", "ant/forward", "ant/wave_leg"} <= ids
+    assert {"adroit/door", "adroit/hammer", "adroit/pen", "adroit/relocate"} <= ids
+    assert {"shadow/reach", "shadow/block", "shadow/egg", "shadow/pen"} <= ids
 
 
 def test_every_task_has_two_compatible_examples_besides_its_own() -> None:
@@ -95,7 +97,8 @@ def test_every_task_has_two_compatible_examples_besides_its_own() -> None:
         close = [e.task_id for e in examples if compatible(e, task)]
         assert len(close) >= 2, f"{task.id} has only {close} to learn from"
         readable = [e.task_id for e in examples if compatible(e, task) and reads_only_view_fields(e, task)]
-        if task.id != "fetch/reach":  # the only task with FetchReachView: its neighbours all read the block
+        # the reach tasks of Fetch, Franka and Shadow have views without an object, and their neighbours read the object
+        if task.id not in ("fetch/reach", "franka/reach", "shadow/reach"):
             assert len(readable) >= 2, f"{task.id} has only {readable} that read nothing but its own view's attributes"
 
 
@@ -163,7 +166,12 @@ def _random_policy(env, seed: int):
 def _noisy(policy, seed: int, scale: float):
     """The scripted policy with Gaussian noise: near-miss states the clean expert never visits."""
     rng = np.random.default_rng(seed)
-    return lambda obs: np.clip(policy(obs) + rng.normal(0.0, scale, size=4), -1.0, 1.0).astype(np.float32)
+
+    def act(obs):
+        action = np.asarray(policy(obs))
+        return np.clip(action + rng.normal(0.0, scale, size=action.shape), -1.0, 1.0).astype(np.float32)
+
+    return act
 
 
 def _rollouts(task, env) -> list[Episode]:

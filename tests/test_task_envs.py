@@ -35,7 +35,7 @@ def test_every_task_resets_steps_and_reads_its_view(all_tasks):
             env.close()
 
 
-@pytest.mark.parametrize("task_id", ["metaworld/drawer-open-v3", "fetch/push", "hopper/forward", "ant/wave_leg"])
+@pytest.mark.parametrize("task_id", ["metaworld/drawer-open-v3", "fetch/push", "franka/pick_and_place", "adroit/door", "shadow/block", "hopper/forward", "ant/wave_leg"])
 def test_each_family_renders_frames(task_id):
     task = get_task(task_id)
     env = task.make_env(render_mode="rgb_array", seed=0, render_size=64)

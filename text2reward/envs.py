@@ -47,9 +47,11 @@ class _ClosesReward(gym.Wrapper):
 
 
 def make(task_id: str, reward: str = "expert", trusted_reward: bool = False, seed: int | None = None,
-         render_mode: str | None = None, reward_mode: str = "dense", gamma: float = DEFAULT_GAMMA) -> gym.Env:
+         render_mode: str | None = None, reward_mode: str = "dense", gamma: float = DEFAULT_GAMMA, flatten: bool = True) -> gym.Env:
     """The task env with `reward`: "expert", "sparse" or a .py file defining compute_dense_reward (or, with
-    `reward_mode` "potential" / "progress", compute_potential / compute_progress, shaped with the agent's `gamma`)."""
+    `reward_mode` "potential" / "progress", compute_potential / compute_progress, shaped with the agent's `gamma`).
+    `flatten=False` keeps a multi-goal task's dict observation, and `env.compute_reward` relabels the built-in rewards,
+    so SB3's HerReplayBuffer can train on it (policies.her says why a reward file cannot be relabelled)."""
     from policies.reward_program import reward_from_spec
     from policies.task_env import make_task_env
     from sim_envs import get_task
@@ -64,7 +66,8 @@ def make(task_id: str, reward: str = "expert", trusted_reward: bool = False, see
         reward_fn = reward_from_file(reward, trusted_reward, reward_mode)
     if reward_mode != "dense" and reward in ("expert", "sparse"):
         raise ConfigError(f"reward_mode={reward_mode!r} shapes a reward program; pass reward='PATH.py' with the mode's function")
-    return _ClosesReward(make_task_env(task, reward_fn, seed=seed, render_mode=render_mode, reward_mode=reward_mode, gamma=gamma), reward_fn)
+    env = make_task_env(task, reward_fn, seed=seed, render_mode=render_mode, reward_mode=reward_mode, gamma=gamma, flatten=flatten)
+    return _ClosesReward(env, reward_fn)
 
 
 def register_tasks() -> list[str]:

@@ -26,6 +26,7 @@ def check_train_config(config: TrainConfig, device_here: bool = True) -> Task:
     """The task, the numbers, the device and every `--hp` key of one training job. `device_here=False`: the job
     trains on other machines (a Ray cluster), which have the GPUs it asks for, not this one."""
     from policies.algorithms import configure_jax
+    from policies.her import BUILT_IN_REWARDS, check_learning_starts, resolve_her
     from policies.hyperparams import load_hyperparams
     from policies.reward_modes import require_program
     from policies.train import resolve_device
@@ -41,6 +42,8 @@ def check_train_config(config: TrainConfig, device_here: bool = True) -> Task:
     require_program(config.reward_mode, config.reward)
     configure_jax(config.torch_threads)  # before the checks import JAX: `t2r train` trains in this process
     params = load_hyperparams(task.family, config.algo, config.overrides)
+    if resolve_her(config.her, params.her, task, params.algo, config.reward in BUILT_IN_REWARDS, config.reward_mode):
+        check_learning_starts(params.algo, params.algo_kwargs, task, config.n_envs or params.n_envs)
     if device_here:
         resolve_device(config.device, params.algo)  # the library that will train must see the GPU
     elif config.device not in ("auto", "cpu") and not config.device.startswith("cuda"):

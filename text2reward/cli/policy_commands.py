@@ -40,6 +40,8 @@ def tasks(
         console.print(f"success: {task.success_doc}")
         console.print(f"expert reward: {task.expert_reward_doc or 'none'}")
         console.print(f"episode: {task.max_episode_steps} steps; default budget {task.default_steps} steps")
+        if task.budget_note:
+            console.print(f"budget: {task.budget_note}", highlight=False)
         console.print(render_view_doc(task), highlight=False, markup=False)
         return
     selected = list_tasks(family)
@@ -72,6 +74,9 @@ def train(
     hp: Annotated[Optional[list[str]], typer.Option("--hp", help="hyper-parameter override KEY=VALUE, repeatable")] = None,
     trusted_reward: Annotated[bool, typer.Option(
         "--trusted-reward", help="run a --reward FILE.py you wrote yourself inside the training process, with no sandbox")] = False,
+    her: Annotated[Optional[bool], typer.Option(
+        "--her/--no-her", help="hindsight experience replay for a multi-goal task (e.g. fetch/*) with --reward sparse or expert and "
+        "SAC (default: the family's)", show_default=False)] = None,
     task_file: TaskFileOption = None,
 ) -> None:
     """Train a policy with a reward and evaluate it with the task's own success test.
@@ -85,7 +90,7 @@ def train(
     config = TrainConfig(
         task_id=task, out_dir=out, reward=reward, reward_mode=reward_mode, steps=steps, seed=seed, device=device, algo=algo,
         eval_freq=eval_freq, eval_episodes=eval_episodes, stop_at_success=stop_at_success, progress=True,
-        overrides=parse_overrides(hp),
+        overrides=parse_overrides(hp), her=her,
     )
     from text2reward.preflight import budget_warning
 
@@ -105,7 +110,7 @@ def train(
         f"success rate {result.success_rate:.2f} (best {result.best_success_rate:.2f}) after {result.steps} steps "
         f"in {result.wall_seconds:.0f} s ({result.steps_per_second:.0f} steps/s, {result.device})"
     )
-    console.print(f"reward isolation: {result.reward_isolation}", highlight=False)
+    console.print(f"reward isolation: {result.reward_isolation}" + ("; hindsight experience replay (HER)" if result.her else ""), highlight=False)
     console.print(f"wrote {out / RESULT_FILE}, model {result.model_path}, TensorBoard logs {out / 'tb'}")
 
 
@@ -135,6 +140,7 @@ def evaluate(
     """Evaluate a saved policy with its task's success test."""
     from policies.evaluate import evaluate as run_eval
     from policies.evaluate import model_actor
+    from policies.her import flat_observations
     from policies.reward_program import SparseReward
     from policies.task_env import make_task_env
     from policies.train import load_policy
@@ -144,7 +150,7 @@ def evaluate(
     load_extra_tasks(task_file)
     policy, meta = load_policy(model)
     task = get_task(meta["task"])
-    env = make_task_env(task, SparseReward(), seed=seed)
+    env = make_task_env(task, SparseReward(), seed=seed, flatten=flat_observations(meta))
     try:  # with --json, stdout is the JSON alone and progress goes to stderr
         with _EpisodeProgress(err_console if as_json else console, f"evaluating {task.id}", episodes) as progress:
             result = run_eval(env, model_actor(policy), episodes, seed=seed, on_episode=progress)
@@ -173,6 +179,7 @@ def video(
 ) -> None:
     """Record a rollout video of a saved policy (offscreen rendering), played at real time."""
     from policies.evaluate import model_actor
+    from policies.her import flat_observations
     from policies.train import load_policy
     from policies.video import record_video
     from sim_envs import get_task
@@ -183,7 +190,7 @@ def video(
     path = out or (model / "rollout.mp4")
     with _EpisodeProgress(console, f"recording {task.id}", episodes) as progress:
         info = record_video(task, model_actor(policy), path, episodes=episodes, seed=seed, size=size,
-                            render_every=render_every, on_episode=progress)
+                            render_every=render_every, on_episode=progress, flatten=flat_observations(meta))
     every = "every step" if info["render_every"] == 1 else f"every {info['render_every']} steps"
     console.print(f"wrote {info['path']} ({info['frames']} frames, {every}, at {info['fps']:g} fps; successes {info['successes']})",
                   highlight=False, soft_wrap=True)

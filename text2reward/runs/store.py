@@ -91,14 +91,15 @@ class RunConfig:
     def train_config(self, task_id: str, out_dir: Path, reward: str, seed: int, early_stop: bool = False) -> TrainConfig:
         """The training settings of one of this run's jobs: the one place run settings become training settings.
         `early_stop` (a round's candidates, not the final comparison, which trains to the same budget for all):
-        stop at the run's success threshold, and honour a stop file in the job's folder."""
+        stop at the run's success threshold, and honour a stop file in the job's folder. HER is off for every job: a
+        program cannot be relabelled (policies.her), so the expert reward it is compared with trains without it too."""
         stopping = early_stop and self.early_stop
         return TrainConfig(
             task_id=task_id, out_dir=Path(out_dir), reward=reward, reward_mode=self.reward_mode if reward == "code" else "dense",
             steps=self.steps, seed=seed, device=self.device, algo=self.algo,
             eval_freq=self.eval_freq, eval_episodes=self.eval_episodes, overrides=dict(self.overrides),
             stop_at_success=self.success_threshold if stopping and self.success_threshold <= 1.0 else None,
-            stop_file=str(Path(out_dir).parent / STOP_FILE) if stopping else None,
+            stop_file=str(Path(out_dir).parent / STOP_FILE) if stopping else None, her=False,
         )
 
     def validate(self) -> None:

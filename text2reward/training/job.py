@@ -68,6 +68,7 @@ class TrainJob:
 def run_job(job: TrainJob) -> dict[str, Any]:
     """Train, then analyse the trained policy's behaviour; returns the done record."""
     from policies.evaluate import model_actor
+    from policies.her import flat_observations
     from policies.reward_program import reward_from_spec
     from policies.train import train
     from sim_envs import get_task, load_task_file
@@ -123,7 +124,8 @@ def run_job(job: TrainJob) -> dict[str, Any]:
             phase("filming a rollout")
             try:
                 record["video"] = record_video(task, model_actor(model), out / "rollout.mp4", episodes=1,
-                                               seed=config.seed + 30_000, size=256, keyframes=4)
+                                               seed=config.seed + 30_000, size=256, keyframes=4,
+                                               flatten=flat_observations(result.to_dict()))
             except Exception as exc:
                 record["warnings"].append(f"rollout video failed: {_reason(exc)}")
     finally:
@@ -138,12 +140,13 @@ def analyse(task: Any, model: Any, reward_fn: Any, seed: int, episodes: int, res
             reward_mode: str = "dense") -> dict[str, str]:
     """Roll the trained policy out and describe what it did (the next prompt's feedback), on the env it trained on."""
     from policies.evaluate import evaluate, model_actor
+    from policies.her import flat_observations
     from policies.reward_modes import DEFAULT_GAMMA
     from policies.task_env import make_task_env
     from text2reward.feedback import build_feedback_text, describe_behaviour
 
     gamma = float((result.get("hyperparams") or {}).get("algo_kwargs", {}).get("gamma", DEFAULT_GAMMA))
-    env = make_task_env(task, reward_fn, seed=seed + 20_000, reward_mode=reward_mode, gamma=gamma)
+    env = make_task_env(task, reward_fn, seed=seed + 20_000, reward_mode=reward_mode, gamma=gamma, flatten=flat_observations(result))
     try:
         rollouts = evaluate(env, model_actor(model), episodes, seed=seed + 20_000, record_views=True)
     finally:

@@ -131,6 +131,8 @@ class Arm:
     obj_velocity: bool
     fields: dict[str, str] | None = None
     """The view's readable paths (for the success bonus)."""
+    hand: bool = False
+    """No pads, no finger width, no openness: a dexterous hand (Adroit, Shadow), whose grasp is judged by the object rising."""
 
     @classmethod
     def of(cls, fields: dict[str, str]) -> Arm:
@@ -138,7 +140,8 @@ class Arm:
         width_full = None
         if not pads and "self.robot.gripper_width" in fields:
             width_full, _ = number(r"(\d*\.\d+)\s*(?:m\s*)?fully open", fields["self.robot.gripper_width"], 0.1)
-        return cls(pads, width_full, "self.obj.velocity" in fields, fields)
+        hand = not pads and width_full is None and "self.robot.gripper_openness" not in fields
+        return cls(pads, width_full, "self.obj.velocity" in fields, fields, hand)
 
 
 SUCCESS_DISTANCE = r"(?:within|less than) (\d*\.?\d+) m (?:of|from)"
@@ -180,7 +183,7 @@ def tool_plan(archetype: str, reason: str, task: Task, text: TaskText, arm: Arm)
     plan.prelude.append("target = np.asarray(self.obj2.position, dtype=float) if self.obj2 is not None else np.asarray(self.obj.position, dtype=float)")
     P.arm_prelude(plan, with_object=True, target="target")
     P.add_reach(plan, "d_reach", "gripper to the tool (obj)", 10.0, 1.0)
-    P.add_grasp(plan, arm.pads, arm.width_full, 1.0)
+    P.add_grasp(plan, arm.pads, arm.width_full, 1.0, arm.hand)
     deliver_k = plan.param("K_DELIVER", 8.0, "1/m, sharpness of the 'deliver' kernel")
     P.add_lift(plan, 0.03, deliver_k, 0.5)
     plan.prelude.append("d_tool = float(np.linalg.norm(obj - target))  # tool to the target object")
@@ -195,7 +198,7 @@ def pick_place_plan(archetype: str, reason: str, task: Task, text: TaskText, arm
     plan = P.Plan(archetype, reason, ["reach the object", "grasp it", "lift it", "place it at the goal", "success"])
     P.arm_prelude(plan, with_object=True)
     P.add_reach(plan, "d_reach", "gripper to the object", 10.0, 1.0)
-    P.add_grasp(plan, arm.pads, arm.width_full, 1.0)
+    P.add_grasp(plan, arm.pads, arm.width_full, 1.0, arm.hand)
     place_k = plan.param("K_PLACE", 8.0, "1/m, sharpness of the 'place' kernel")
     P.add_lift(plan, 0.05, place_k, 1.0)
     radius = success_radius(plan, text)
@@ -425,6 +428,24 @@ def leg_index(description: str, fields: dict[str, str]) -> tuple[int, str]:
     return order.index(name), f"The text names the {name.replace('_', '-')} leg: index {order.index(name)} in the view's leg order."
 
 
+FINGERS = ("thumb", "index", "middle", "ring", "little")
+
+
+def fingertips_plan(task: Task, text: TaskText, fields: dict[str, str]) -> P.Plan:
+    """A hand whose goal is a position for each fingertip (Shadow reach): one term on all five errors together."""
+    plan = P.Plan("fingertips_reach", "the view has a goal position for each fingertip", ["bring the fingertips to their goals", "success"])
+    tips = ", ".join(f"self.robot.fingertips.{finger}" for finger in FINGERS)
+    goals = ", ".join(f"self.goal_fingertips.{finger}" for finger in FINGERS)
+    plan.prelude += [
+        f"tips = np.concatenate([{tips}])",
+        f"goals = np.concatenate([{goals}])",
+        "d_goal = float(np.linalg.norm(tips - goals))  # the five fingertips to their goals, as one distance",
+    ]
+    P.add_reach(plan, "d_goal", "fingertips to their goals", 20.0, 5.0)
+    add_success_bonus(plan, fields, lambda: f"d_goal < {success_radius(plan, text)}", "bonus while the fingertips are at their goals")
+    return plan
+
+
 # --- choosing a plan ---
 
 
@@ -436,6 +457,8 @@ def build_plan(task: Task) -> P.Plan:
         return manipulation_plan(task, text, fields)
     if "self.torso.position" in fields:
         return locomotion_plan(task, text, fields)
+    if "self.robot.fingertips" in fields and "self.goal_fingertips" in fields:
+        return fingertips_plan(task, text, fields)
     raise ConfigError(
         f"the heuristic backend has no reward primitives for {task.view_class.__name__} (task {task.id}); "
         "use a model (--llm openai --model NAME) or give your own reply with --llm file --reply-file REPLY.md"

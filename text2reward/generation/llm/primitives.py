@@ -210,12 +210,25 @@ def add_reach(plan: Plan, distance: str, what: str, scale: float, weight: float)
     return plan.add(Term("reach", "stage", what, [f"r_reach = closeness({distance}, {k})"], scale_param=k), weight)
 
 
-def add_grasp(plan: Plan, pads: bool, width_doc_full: float | None, weight: float) -> Term:
+def add_grasp(plan: Plan, pads: bool, width_doc_full: float | None, weight: float, hand: bool = False) -> Term:
     """Close the fingers around the object; pays only within GRASP_RADIUS (stage 1 met).
 
     With finger pads, a grasp needs the object between them; with only a finger width (Fetch), it
-    needs the fingers stopped part-way by the object (fully shut means they missed it).
+    needs the fingers stopped part-way by the object (fully shut means they missed it). A dexterous hand
+    (Adroit, Shadow) has no single opening to read: its grasp counts once the object rises off its start
+    with the palm at it, and pays for that rise.
     """
+    if hand:
+        radius = plan.param("GRASP_RADIUS", 0.06, "m, the palm counts as at the object within this", jitter=False)
+        lifted = plan.param("LIFTED_ABOVE", 0.02, "m the object must rise off its start to count as held", jitter=False)
+        plan.prelude += [
+            f"near = d_reach < {radius}",
+            "rise = float(obj[2] - np.asarray(self.obj.init_position, dtype=float)[2])  # how far the object rose",
+            f"grasped = near and rise > {lifted}",
+        ]
+        lines = [f"r_grasp = clip01(rise / {lifted})"]
+        return plan.add(Term("grasp", "stage", "lift the object off its start with the palm at it (a hand has no opening to read)",
+                             lines, gate="near", gate_param=radius), weight)
     radius = plan.param("GRASP_RADIUS", 0.04 if pads else 0.03, "m, the gripper counts as at the object within this", jitter=False)
     if width_doc_full is None:
         plan.prelude.append("openness = float(self.robot.gripper_openness)  # 0 closed, 1 open")
