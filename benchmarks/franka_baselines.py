@@ -20,19 +20,14 @@ attempts.json as it goes.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import statistics
-import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from expert_baselines import machine
 from time_to_success import read_attempts
+from training_attempts import EPISODES, Attempt, run_attempts, train_attempt
 
-from policies.io import write_json_atomic
-from policies.train import TrainConfig, train
+from policies.train import TrainConfig
 
 TASKS = ["franka/reach", "franka/push"]
 ALL_TASKS = ["franka/reach", "franka/push", "franka/pick_and_place", "franka/slide"]
@@ -41,22 +36,6 @@ ARMS = {"expert": ("expert", False), "sparse-her": ("sparse", True)}
 BUDGETS = {"franka/reach": 8_000, "franka/push": 100_000, "franka/pick_and_place": 100_000, "franka/slide": 100_000}
 """Env steps per arm: what two jobs on 2 cores train in about an hour for reach and push x 3 seeds x 2 arms."""
 EVAL_FREQ = {"franka/reach": 1_000}
-SOLVED = 0.8
-EPISODES = 10
-
-
-@dataclass
-class Attempt:
-    task: str
-    arm: str
-    seed: int
-    steps: int
-    final_success: float
-    best_success: float
-    steps_to_solved: int | None
-    wall_seconds: float
-    steps_per_second: float
-    curve: list[dict[str, Any]] = field(default_factory=list)
 
 
 def run_attempt(job: dict[str, Any]) -> Attempt:
@@ -64,12 +43,7 @@ def run_attempt(job: dict[str, Any]) -> Attempt:
     out = Path(job["out"]) / f"{job['task'].replace('/', '__')}-{job['arm']}-s{job['seed']}"
     config = TrainConfig(task_id=job["task"], out_dir=out, reward=reward, her=her, steps=job["steps"], seed=job["seed"],
                          device="cpu", eval_freq=job["eval_freq"], eval_episodes=EPISODES)
-    start = time.perf_counter()
-    result = train(config)
-    solved = next((int(point["steps"]) for point in result.curve if point["success_rate"] >= SOLVED), None)
-    return Attempt(job["task"], job["arm"], job["seed"], result.steps, result.success_rate, result.best_success_rate,
-                   solved, round(time.perf_counter() - start, 1), result.steps_per_second,
-                   [{"steps": p["steps"], "success_rate": p["success_rate"]} for p in result.curve])
+    return train_attempt(job["task"], job["arm"], job["seed"], config)
 
 
 def summarise(attempts: list[Attempt]) -> None:
@@ -109,17 +83,7 @@ def main() -> None:
          "eval_freq": EVAL_FREQ.get(task, args.eval_freq), "out": str(out)}
         for task in args.tasks for seed in range(args.first_seed, args.first_seed + args.seeds) for arm in args.arms
     ]
-    info = machine()
-    attempts: list[Attempt] = []
-    spawn = multiprocessing.get_context("spawn")  # JAX and MuJoCo's renderers do not survive a fork
-    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=spawn, max_tasks_per_child=1) as pool:
-        futures = {pool.submit(run_attempt, job): job for job in jobs}
-        for future in as_completed(futures):
-            attempt = future.result()
-            attempts.append(attempt)
-            print(f"{attempt.task} {attempt.arm} seed {attempt.seed}: final {attempt.final_success:.2f} "
-                  f"(best {attempt.best_success:.2f}), 0.8 at {attempt.steps_to_solved}, {attempt.wall_seconds:.0f} s", flush=True)
-            write_json_atomic(out / "attempts.json", {"machine": info, "jobs": args.jobs, "attempts": [asdict(a) for a in attempts]})
+    attempts = run_attempts(jobs, run_attempt, args.jobs, out)
     summarise(attempts)
 
 

@@ -16,7 +16,7 @@ from sim_envs.errors import ConfigError
 from sim_envs.gymnasium_robotics_import import make_gymnasium_robotics_env
 from sim_envs.scale_hints import ARM_SCALE_POINTS, REACH_SCALE_POINTS
 from sim_envs.success_rule import distance, rule
-from sim_envs.task import Task
+from sim_envs.task import REACH_ANCHORS, REACH_ORACLE, KeypointSetup, Task
 from sim_envs.view_base import StateView, attr, frozen
 
 
@@ -210,6 +210,7 @@ def fetch_tasks() -> list[Task]:
                 success_doc=success_rule.describe("final"),
                 success_mode="final",
                 success_rule=success_rule,
+                keypoints=KeypointSetup("external_camera_0", anchors=REACH_ANCHORS, oracle=REACH_ORACLE) if reach else KeypointSetup("external_camera_0"),
                 scale_points=REACH_SCALE_POINTS if reach else ARM_SCALE_POINTS,
                 max_episode_steps=50,
                 default_steps=20_000,

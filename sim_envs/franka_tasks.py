@@ -19,7 +19,7 @@ from sim_envs.franka_env import MAX_MOVE, SUCCESS_DISTANCE, FrankaEnv
 from sim_envs.franka_scene import BLOCK_HALF_SIZE, FINGERTIP_REACH, TABLE_HEIGHT
 from sim_envs.scale_hints import ARM_SCALE_POINTS, REACH_SCALE_POINTS
 from sim_envs.success_rule import rule
-from sim_envs.task import Task
+from sim_envs.task import REACH_ANCHORS, REACH_ORACLE, KeypointSetup, Task
 from sim_envs.view_base import StateView, attr, frozen
 
 EPISODE_STEPS = 50
@@ -174,6 +174,7 @@ def franka_tasks() -> list[Task]:
                 success_doc=success_rule.describe("final"),
                 success_mode="final",
                 success_rule=success_rule,
+                keypoints=KeypointSetup("front", anchors=REACH_ANCHORS, oracle=REACH_ORACLE) if reach else KeypointSetup("front"),
                 scale_points=REACH_SCALE_POINTS if reach else ARM_SCALE_POINTS,
                 max_episode_steps=EPISODE_STEPS,
                 default_steps=20_000 if reach else 200_000,

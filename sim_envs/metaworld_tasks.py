@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 
 from sim_envs.scale_hints import ARM_SCALE_POINTS, REACH_SCALE_POINTS
-from sim_envs.task import Task
+from sim_envs.task import REACH_ANCHORS, REACH_ORACLE, KeypointSetup, Task
 from sim_envs.view_base import StateView, attr, frozen
 
 if TYPE_CHECKING:
@@ -345,6 +345,7 @@ def metaworld_tasks() -> list[Task]:
                 success_doc=success_rule.describe("any"),
                 success_mode="any",
                 success_rule=success_rule,
+                keypoints=KeypointSetup("corner", upside_down=True, anchors=REACH_ANCHORS, oracle=REACH_ORACLE) if name.startswith("reach") else KeypointSetup("corner", upside_down=True),
                 scale_points=REACH_SCALE_POINTS if name.startswith("reach") else ARM_SCALE_POINTS,
                 max_episode_steps=EPISODE_STEPS,
                 default_steps=20_000,

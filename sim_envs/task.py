@@ -18,6 +18,34 @@ from sim_envs.success_rule import SuccessRule
 from sim_envs.view_base import StateView, render_view_class_doc
 
 SuccessMode = Literal["any", "final"]
+
+
+@dataclass(frozen=True)
+class KeypointSetup:
+    """How keypoint rewards (text2reward.keypoints) see and reach this task: the camera a vision model is shown,
+    the view path of the end effector a reward moves, the parts a keypoint can be anchored to (so it follows them),
+    and the true points the oracle projects. Paths are attribute paths of the task's view, as in `scale_points`."""
+
+    camera: str
+    upside_down: bool = False
+    """The camera renders the scene upside down (MetaWorld's corner cameras): its images are turned 180 degrees."""
+    effector: str = "robot.ee_position"
+    anchors: tuple[tuple[str, str, str], ...] = (
+        ("obj", "obj.position", "the task's object (see the task notes); a point on it moves with it"),
+        ("obj_start", "obj.init_position", "where the object was placed at the start of the episode"),
+        ("goal", "goal_position", "the goal the task's success is measured against (placed anew each episode)"),
+    )
+    """(name, view path of its position, what it is): a keypoint anchored to a name keeps its offset from that
+    position, so it moves with the part and follows each episode's placement."""
+    oracle: tuple[tuple[str, str, str | None], ...] = (("grasp", "obj.position", "obj"), ("target", "goal_position", "goal"))
+    """(keypoint, view path of its true position, anchor or None): what `--keypoints oracle` projects."""
+
+
+REACH_ANCHORS: tuple[tuple[str, str, str], ...] = (
+    ("goal", "goal_position", "the goal the task's success is measured against (placed anew each episode)"),
+)
+REACH_ORACLE: tuple[tuple[str, str, str | None], ...] = (("target", "goal_position", "goal"),)
+"""A reaching task: no object to grasp, the end effector itself goes to the goal."""
 ScriptedPolicy = Callable[[np.ndarray], np.ndarray]
 
 
@@ -59,6 +87,8 @@ class Task:
     """For multi-goal envs (observations `observation`, `achieved_goal`, `desired_goal`): the success test on
     batches of goal vectors, `goal_success(achieved, desired) -> bool array`, what hindsight relabelling (HER)
     needs to score a replayed step against a goal it was not aiming at. None for tasks without goals."""
+    keypoints: KeypointSetup | None = field(default=None, repr=False)
+    """Set where keypoint rewards apply (an arm with an end effector and an object); None elsewhere."""
     budget_note: str = ""
     """What a budget that learns this task looks like, when it is far above `default_steps` (shown by `t2r tasks --show`)."""
 

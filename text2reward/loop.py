@@ -29,14 +29,18 @@ from text2reward.training.job import TRAIN_DIR, TrainJob
 from text2reward.training.pool import JobDisplay, JobOutcome, run_jobs
 
 Progress = Callable[[str], None]
+KEYPOINTS_DIR = "keypoints"
+"""In a run folder: the keypoints of a keypoint reward source (text2reward.keypoints.find lists its files)."""
 PENDING_PROMPT_FILE = "pending_prompt.md"
 """Where a run driven by reply files writes the prompt it waits on (`t2r prompt --run RUN` prints it)."""
 
 
 def replies_used(store: RunStore) -> int:
     """How many replies the run has already consumed: saved rounds plus fix requests."""
-    rounds = sum(len(store.read_json(p.relative_to(store.root)) or []) for p in store.root.glob("rounds/r*/replies.json"))
-    return rounds + len(list(store.root.glob("rounds/r*/s*/fix_prompt_*.json")))
+    rounds = sum(sum(1 for reply in store.read_json(p.relative_to(store.root)) or [] if reply.get("backend") != "keypoints")
+                 for p in store.root.glob("rounds/r*/replies.json"))  # a keypoint program is no reply of the backend's
+    keypoints = len(list(store.root.glob(f"{KEYPOINTS_DIR}/reply_*.md"))) if store.config().backend == "file" else 0
+    return rounds + keypoints + len(list(store.root.glob("rounds/r*/s*/fix_prompt_*.json")))
 
 
 def make_run_backend(config: RunConfig, store: RunStore) -> Backend:
@@ -88,6 +92,7 @@ class Loop:
                                      error=None, reason=None, pending_prompt=None)
         index_run(self.store)
         try:
+            self.ensure_keypoints()
             redone = False
             for round_index in range(self.config.rounds):
                 summary = self.store.round_summary(round_index)
@@ -181,6 +186,7 @@ class Loop:
         for sample, reply in enumerate(replies):
             self.prepare_candidate(round_index, sample, reply, messages)
         self.train_round(round_index)
+        self.analyse_failures(round_index)
         candidates = self.store.candidates(round_index)
         best = best_candidate(candidates)
         summary: RoundSummary = {
@@ -223,18 +229,29 @@ class Loop:
             context["feedback_event"] = human[-1]["id"]
         elif best is None:
             messages = prompting.build_initial_messages(self.task, few_shot=self.config.few_shot, reward_mode=self.config.reward_mode)
+            if self.config.reward_source == "code+keypoints":
+                messages = prompting.with_keypoint_section(messages, self.keypoint_summary(), self.keypoint_code())
+                context["keypoints"] = self.store.relative(self.store.root / KEYPOINTS_DIR / "keypoints.json")
         else:
             from text2reward.feedback import component_stats
 
             code = self.store.root.joinpath(best["code_file"]).read_text()
             feedback_file = best.get("feedback_file")
             feedback = self.store.root.joinpath(feedback_file).read_text() if feedback_file else ""
+            analysis = best.get("vision_analysis")
+            if analysis:  # a vision model's reading of the frames joins the numbers (and the run records it)
+                from text2reward.feedback import vision_feedback_section
+
+                answer = self.store.root.joinpath(analysis["file"]).read_text()
+                feedback = (feedback.rstrip() + "\n\n" + vision_feedback_section(answer, analysis["model"])).strip()
             messages = prompting.build_feedback_messages(self.task, code, feedback, self.config.reward_mode)
             context = {
                 "previous_best_code": code,
                 "component_stats": component_stats(best["training_result"]),
                 "success_rate": best["training"]["success_rate"],
             }
+            if analysis:
+                context["vision_analysis"] = {"candidate": best["id"], "images": analysis["images"], "model": analysis["model"]}
         shown = self.shown_candidate(human[-1] if human else None, best)
         if self.config.vision and shown and shown.get("keyframes"):
             # a vision-capable model sees what the robot did (the backend attaches these to the prompt)
@@ -275,6 +292,10 @@ class Loop:
         saved = self.store.read_json(f"rounds/r{round_index}/replies.json")
         if saved is not None:
             return saved
+        if round_index == 0 and self.config.reward_source == "keypoints":
+            replies = [self.keypoint_reply()]
+            self.store.write_json(f"rounds/r{round_index}/replies.json", replies)
+            return replies
         request = GenerationRequest(
             messages=messages, n=self.config.samples, task_id=self.task.id, round=round_index,
             temperature=self.config.temperature, seed=self.config.seed, context=context,
@@ -282,6 +303,84 @@ class Loop:
         replies = [r.to_dict() for r in self.backend.generate(request)]
         self.store.write_json(f"rounds/r{round_index}/replies.json", replies)
         return replies
+
+    # --- keypoints (text2reward.keypoints) ------------------------------------------------------------
+    def ensure_keypoints(self) -> None:
+        """With a keypoint reward source: the task's keypoints in `keypoints/` (found once; a resume reads them)."""
+        if self.config.reward_source == "code":
+            return
+        from text2reward.keypoints.find import find_keypoints
+
+        keypoints = find_keypoints(self.task, self.store.root / KEYPOINTS_DIR, self.config.keypoints,
+                                   self.backend if self.config.keypoints == "model" else None, seed=self.config.seed,
+                                   camera=self.config.keypoint_camera, say=self.say, anchors=self.config.keypoint_anchors)
+        self.say(f"keypoints ({keypoints.source}): " + ", ".join(
+            f"{p.name} {tuple(round(v, 3) for v in p.world)}" + (f" on {p.anchor}" if p.anchor else "") for p in keypoints.points))
+
+    def keypoint_code(self) -> str:
+        return (self.store.root / KEYPOINTS_DIR / "reward.py").read_text()
+
+    def keypoint_summary(self) -> str:
+        from text2reward.keypoints.find import read_keypoints
+
+        keypoints = read_keypoints(self.store.root / KEYPOINTS_DIR)
+        assert keypoints is not None  # ensure_keypoints ran first
+        lines = [f"- {p.name}: world {[round(v, 3) for v in p.world]} m" + (f", moves with {p.anchor}" if p.anchor else ", fixed")
+                 for p in keypoints.points]
+        return f"Keypoints from {keypoints.source} (camera {keypoints.camera.name}):\n" + "\n".join(lines)
+
+    def keypoint_reply(self) -> dict[str, Any]:
+        """Round 0 of `--reward-source keypoints`: one reply holding the keypoint program, said to be written by
+        text2reward from the keypoints (never presented as a model's code)."""
+        from text2reward.generation.llm.base import Reply
+        from text2reward.keypoints.find import read_keypoints
+
+        keypoints = read_keypoints(self.store.root / KEYPOINTS_DIR)
+        assert keypoints is not None  # ensure_keypoints ran first
+        text = "A reward written by text2reward from the task's keypoints.\n\n```python\n" + self.keypoint_code() + "```\n"
+        return Reply(text=text, backend="keypoints", model=f"program from {keypoints.source} keypoints").to_dict()
+
+    def with_keypoint_reward(self, code: str) -> str:
+        """`--reward-source code+keypoints`: the model's program plus the keypoint reward, unless it already holds it."""
+        from text2reward.keypoints.program import KEYPOINT_FUNCTION, combine
+
+        if f"def {KEYPOINT_FUNCTION}(" in code:
+            return code  # a later round edits the combined program it was shown
+        return combine(code, self.keypoint_code())
+
+    def analyse_failures(self, round_index: int) -> None:
+        """`--vision-analysis`: each trained candidate that failed shows its keyframes to the vision model with
+        "what went wrong?"; the answer is kept beside it and joins the feedback when it is the one shown next.
+        A failing endpoint costs only the analysis, never the round."""
+        if not self.config.vision_analysis:
+            return
+        from text2reward.feedback import failure_messages
+
+        for candidate in self.store.candidates(round_index):
+            if not has_training(candidate) or candidate.get("vision_analysis") or not candidate.get("keyframes"):
+                continue
+            if candidate["training"]["success_rate"] >= self.config.success_threshold:
+                continue
+            code = self.store.root.joinpath(candidate["code_file"]).read_text()
+            messages = failure_messages(self.task, code, candidate.get("behaviour_text", ""),
+                                        candidate["training"]["success_rate"], len(candidate["keyframes"]))
+            images = [str(self.store.root / k) for k in candidate["keyframes"]]
+            try:
+                reply = self.backend.generate(GenerationRequest(
+                    messages=messages, n=1, task_id=self.task.id, round=round_index, temperature=0.0, seed=self.config.seed,
+                    context={"images": images, "vision_analysis": candidate["id"]}))[0]
+            except BackendError as exc:
+                self.say(f"{candidate['id']}: vision analysis failed ({str(exc)[:120]}); the feedback goes on without it")
+                continue
+            if reply.text is None:
+                self.say(f"{candidate['id']}: vision analysis got no answer ({reply.error}); the feedback goes on without it")
+                continue
+            directory = self.store.candidate_dir(round_index, candidate["sample"])
+            path = self.store.write_text(directory / "vision_analysis.md", reply.text)
+            candidate["vision_analysis"] = {"file": self.store.relative(path), "images": list(candidate["keyframes"]),
+                                            "model": f"{reply.backend}:{reply.model}"}
+            self.store.write_candidate(candidate)
+            self.say(f"{candidate['id']}: a vision model looked at its rollout")
 
     # --- one candidate before training -----------------------------------------------------------------
     def prepare_candidate(self, round_index: int, sample: int, reply: dict[str, Any], messages: list[dict[str, Any]]) -> Candidate:
@@ -350,6 +449,12 @@ class Loop:
             return ("invalid" if extraction.function_found else "no_code"), error, extraction.code
         code = extraction.code
         assert code is not None  # an ok extraction holds its code
+        if self.config.reward_source == "code+keypoints":
+            try:
+                code = self.with_keypoint_reward(code)
+            except ConfigError as exc:
+                candidate["attempts"].append({"attempt": attempt, "errors": [str(exc)]})
+                return "invalid", str(exc), code
         code_file = self.store.relative(self.store.write_text(directory / f"reward_{attempt}.py", code))
         report = validate(code, self.task, mode=self.config.reward_mode)
         record: dict[str, Any] = {"attempt": attempt, "code_file": code_file, "validation": report.to_dict()}

@@ -83,6 +83,9 @@ def check_run_config(config: RunConfig, backend_given: bool = False) -> RunConfi
     if config.task_file:
         load_task_file(config.task_file)
     task = get_task(config.task_id)
+    if config.reward_source != "code" and task.keypoints is None:
+        raise ConfigError(f"--reward-source {config.reward_source} needs keypoints, which task {task.id} has no setup for: "
+                          "use a metaworld, fetch or franka task, or --reward-source code")
     joins_cluster = config.executor == "ray" and bool(config.ray_address)  # whose GPUs are the workers', not this machine's
     check_train_config(config.train_config(task.id, out_dir=_NOWHERE, reward="code", seed=config.seed), device_here=not joins_cluster)
     check_executor(config)

@@ -5,6 +5,7 @@
 - loop_commands: prompt, validate, run, resume, demo, doctor
 - run_commands: runs, feedback, dashboard, report
 - tune_commands: tune
+- keypoint_commands: keypoints
 """
 
 # imported for their commands, in the order `t2r --help` lists them
@@ -12,6 +13,7 @@ from text2reward.cli import policy_commands  # noqa: F401, I001
 from text2reward.cli import loop_commands  # noqa: F401
 from text2reward.cli import run_commands  # noqa: F401
 from text2reward.cli import tune_commands  # noqa: F401
+from text2reward.cli import keypoint_commands  # noqa: F401
 from text2reward.cli.shared import app
 
 __all__ = ["app", "main"]

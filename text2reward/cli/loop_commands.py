@@ -143,12 +143,22 @@ def run(
     hp: HyperparamOption = None,
     reward_mode: RewardModeOption = "dense",
     tune: Annotated[int, typer.Option(help="after the last round, tune the best reward's constants with N Optuna trials (see t2r tune)")] = 0,
+    reward_source: Annotated[str, typer.Option(help="code (the model writes the reward), keypoints (a reward from the task's keypoints, "
+                                                    "see t2r keypoints) or code+keypoints (the model's reward plus the keypoint reward)")] = "code",
+    keypoints: Annotated[str, typer.Option("--keypoints", help="with a keypoint reward source: oracle (true points projected) or "
+                                                               "model (the vision model points; needs --vision)")] = "oracle",
+    keypoint_camera: Annotated[Optional[str], typer.Option(help="camera the keypoints are read from (default: the task's)")] = None,
+    anchor: Annotated[Optional[list[str]], typer.Option(help="KEYPOINT=PART: what a keypoint moves with (obj, obj_start, goal, none), "
+                                                             "over the model's choice; repeatable")] = None,
+    vision_analysis: Annotated[bool, typer.Option(help="a failed candidate's keyframes go to the vision model ('what went wrong?') "
+                                                       "and its answer joins the next round's feedback; needs --vision")] = False,
     executor: ExecutorOption = "local",
     ray_address: RayAddressOption = None,
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
     task_file: TaskFileOption = None,
 ) -> None:
     """Generate, validate, screen, train and refine rewards for a task."""
+    from text2reward.keypoints.answer import parse_anchor_options
     from text2reward.loop import start_run
     from text2reward.runs.store import RunConfig
 
@@ -159,7 +169,8 @@ def run(
         device=device, algo=algo, task_file=str(task_file.resolve()) if task_file else None,
         eval_freq=eval_freq, eval_episodes=eval_episodes, overrides=parse_overrides(hp), temperature=temperature,
         timeout=timeout, max_retries=max_retries, concurrency=concurrency, cache=cache, early_stop=early_stop,
-        executor=executor, ray_address=ray_address, reward_mode=reward_mode, tune=tune,
+        executor=executor, ray_address=ray_address, reward_mode=reward_mode, tune=tune, reward_source=reward_source,
+        keypoints=keypoints, keypoint_camera=keypoint_camera, keypoint_anchors=parse_anchor_options(anchor), vision_analysis=vision_analysis,
     )
     store = start_run(config, runs_dir, progress=say, display=progress_bars())
     print_run_outcome(store)

@@ -8,6 +8,7 @@ Every file is read through `files.inside`, since artefacts name their own paths.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 import time
@@ -22,6 +23,16 @@ from markupsafe import Markup
 from text2reward.dashboard import code as codeview
 from text2reward.dashboard.files import inside, read_text
 from text2reward.dashboard.plots import Series, line_chart
+from text2reward.runs.keypoint_record import (
+    KEYPOINT_IMAGE,
+    KEYPOINT_REWARD,
+    KEYPOINTS_FILE,
+    KeypointRecord,
+    format_metres,
+    format_pixel,
+    format_world,
+    parse_keypoints,
+)
 from text2reward.runs.ranking import best_candidate
 from text2reward.runs.records import TRAINED_STATUSES, Candidate
 from text2reward.runs.store import RunConfig, RunStore
@@ -107,6 +118,16 @@ class Check:
 
 
 @dataclass
+class VisionView:
+    """A vision model's answer to "what went wrong?" about a failed candidate's keyframes: its opinion, shown as such."""
+
+    model: str
+    text: str
+    images: list[str]
+    """URLs of the keyframes it was shown, in time order."""
+
+
+@dataclass
 class CandidateView:
     id: str
     round: int
@@ -138,10 +159,30 @@ class CandidateView:
     """A tuned candidate (`t2r tune`): the candidate whose constants were tuned."""
     tuning: dict[str, Any] = field(default_factory=dict)
     """A tuned candidate's study summary: trials, the winner, `constants_diff` ({name, parent, tuned, ratio} each)."""
+    backend: str = ""
+    vision: VisionView | None = None
 
     @property
     def trained(self) -> bool:
         return self.status in TRAINED_STATUSES
+
+    @property
+    def keypoint_program(self) -> bool:
+        """Written by text2reward from the run's keypoints: no language model's code."""
+        return self.backend == "keypoints"
+
+    @property
+    def author(self) -> str:
+        """Who wrote the code, as the card's first words say it."""
+        if self.rule_based:
+            return "rule-based (no language model)"
+        if self.keypoint_program:
+            return f"{self.model} (written by text2reward, no language model)"
+        return self.model
+
+    @property
+    def reply_label(self) -> str:
+        return "Rule-based" if self.rule_based else ("Keypoint program" if self.keypoint_program else "Model")
 
     @property
     def success(self) -> float | None:
@@ -198,6 +239,25 @@ class RoundView:
     def critique(self) -> str:
         return str(self.context.get("critique") or "")
 
+    @property
+    def vision_source(self) -> tuple[str, int, str] | None:
+        """(candidate, keyframes, model) when this round's feedback included a vision model's reading of keyframes."""
+        analysis = self.context.get("vision_analysis")
+        if not isinstance(analysis, dict):
+            return None
+        images = analysis.get("images")
+        return str(analysis.get("candidate") or "?"), len(images) if isinstance(images, list) else 0, str(analysis.get("model") or "?")
+
+    @property
+    def keypoint_round(self) -> bool:
+        """Every candidate of the round is a keypoint program: its prompt was written but no model answered it."""
+        return bool(self.candidates) and all(c.keypoint_program for c in self.candidates)
+
+    @property
+    def showed_keypoints(self) -> bool:
+        """Round 0 of code+keypoints: the prompt showed the model the keypoints."""
+        return bool(self.context.get("keypoints"))
+
 
 @dataclass
 class FinalRow:
@@ -215,6 +275,36 @@ class FinalView:
     chart: Markup | None
     reason: str = ""
     best: str | None = None
+
+
+@dataclass
+class KeypointLine:
+    """One row of the keypoint table, formatted the way report.md writes it."""
+
+    name: str
+    pixel: str
+    height: str
+    x: str
+    y: str
+    z: str
+    anchor: str | None
+
+
+@dataclass
+class KeypointsView:
+    """The run's keypoints (`keypoints/`): the picture with them drawn, where they came from, and the raw replies."""
+
+    record: KeypointRecord
+    lines: list[KeypointLine]
+    image_url: str | None
+    reward_file: str | None
+    """Run-relative path of the keypoint reward program (linked, never embedded)."""
+    replies: list[tuple[str, str, bool]]
+    """(file name, text, used): every raw model reply in order; only the last one was used."""
+
+    @property
+    def effector(self) -> str:
+        return format_world(self.record.effector) if self.record.effector is not None else ""
 
 
 @dataclass
@@ -236,6 +326,15 @@ class RunView:
     signature: str
     created_at: float | None = None
     untrained_reason: str = ""  # why no candidate trained, by candidate ("" while one has)
+    keypoints: KeypointsView | None = None
+
+    @property
+    def reward_source(self) -> str:
+        """Where the rewards come from; with keypoints, also who placed them (the model's name once it answered)."""
+        source = self.config.reward_source
+        if source == "code":
+            return "code"
+        return f"{source} · points from {self.keypoints.record.source if self.keypoints else self.config.keypoints}"
 
     @property
     def live(self) -> bool:
@@ -289,7 +388,7 @@ class RunView:
 
 # --- signature: has anything a page shows changed? -------------------------------------------------------------
 
-SIGNATURE_GLOBS = ("state.json", "events.json", "config.json", "final/summary.json", "dashboard-resume.json",
+SIGNATURE_GLOBS = ("state.json", "events.json", "config.json", "final/summary.json", "dashboard-resume.json", KEYPOINTS_FILE,
                    "rounds/r*/prompt.json", "rounds/r*/summary.json", "rounds/r*/s*/candidate.json", "tune/*/candidate.json")
 
 
@@ -353,6 +452,19 @@ def _tokens(record: Mapping[str, Any]) -> int:
     return int(tokens.get("prompt", 0)) + int(tokens.get("completion", 0))
 
 
+def _vision(root: Path, record: Mapping[str, Any], url_for: UrlFor) -> VisionView | None:
+    """A candidate's vision analysis (None without one, or when its answer file is missing or outside the run)."""
+    analysis = record.get("vision_analysis")
+    if not isinstance(analysis, dict) or not isinstance(analysis.get("file"), str):
+        return None
+    text = (read_text(root, analysis["file"]) or "").strip()
+    if not text:
+        return None
+    paths = [p for p in analysis.get("images") or [] if isinstance(p, str) and inside(root, p)]
+    images = [url for url in map(url_for, paths) if url]
+    return VisionView(str(analysis.get("model") or "?"), text, images)
+
+
 def _candidate(root: Path, record: Mapping[str, Any], url_for: UrlFor) -> CandidateView:
     validation = record.get("validation") or next(
         (a["validation"] for a in reversed(record.get("attempts") or []) if a.get("validation")), None)
@@ -376,6 +488,26 @@ def _candidate(root: Path, record: Mapping[str, Any], url_for: UrlFor) -> Candid
         components_chart=_components_chart(record), behaviour_text=str(record.get("behaviour_text") or ""),
         feedback_text=read_text(root, record.get("feedback_file")) or "",
         video_url=video_url, parent=record.get("parent") or None, tuning=dict(record.get("tuned") or {}),
+        backend=str(record.get("backend") or ""), vision=_vision(root, record, url_for),
+    )
+
+
+def _keypoints(root: Path, url_for: UrlFor) -> KeypointsView | None:
+    """The run's keypoints, or None when it has none or their record does not read (the page shows nothing then)."""
+    text = read_text(root, KEYPOINTS_FILE)
+    try:
+        record = parse_keypoints(json.loads(text)) if text else None
+    except ValueError:
+        return None
+    if record is None:
+        return None
+    lines = [KeypointLine(p.name, format_pixel(p.pixel), format_metres(p.height), format_metres(p.world[0]),
+                          format_metres(p.world[1]), format_metres(p.world[2]), p.anchor) for p in record.points]
+    replies = [(name, reply) for name in record.replies if (reply := read_text(root, f"keypoints/{name}")) is not None]
+    return KeypointsView(
+        record=record, lines=lines, image_url=url_for(KEYPOINT_IMAGE) if inside(root, KEYPOINT_IMAGE) else None,
+        reward_file=KEYPOINT_REWARD if inside(root, KEYPOINT_REWARD) else None,
+        replies=[(name, reply, index == len(replies) - 1) for index, (name, reply) in enumerate(replies)],
     )
 
 
@@ -498,7 +630,7 @@ def load_run(store: RunStore, url_for: UrlFor, launch: dict[str, Any] | None = N
         final=_final(store), overview_chart=_overview(records), tokens=tokens,
         best_id=overall["id"] if overall else None, best_success=overall["training"]["success_rate"] if overall else None,
         launch=launch, signature=run_signature(root, launching), created_at=run_created(store, state),
-        untrained_reason="" if overall else _untrained_reason(state, records),
+        untrained_reason="" if overall else _untrained_reason(state, records), keypoints=_keypoints(root, url_for),
     )
 
 

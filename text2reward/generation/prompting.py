@@ -35,6 +35,7 @@ __all__ = [
     "build_initial_messages",
     "build_preference_messages",
     "format_messages_for_display",
+    "with_keypoint_section",
     "retrieve_examples",
     "trim_error_text",
 ]
@@ -115,6 +116,15 @@ def build_initial_messages(task: Task, few_shot: int = 0, examples_dir: str | Pa
             "add example files there or use --few-shot 0"
         )
     return _messages(task, "few_shot.j2", reward_mode, examples=examples)
+
+
+def with_keypoint_section(messages: list[Message], keypoints_text: str, keypoint_code: str) -> list[Message]:
+    """`--reward-source code+keypoints`: the first prompt also shows the task's keypoints and the keypoint reward that
+    will be added to the model's reward, so the model writes what complements it."""
+    section = render_template("keypoints_section.j2", keypoints_text=keypoints_text, keypoint_code=keypoint_code)
+    last = dict(messages[-1])
+    last["content"] = str(last["content"]).rstrip() + "\n\n" + section
+    return [*messages[:-1], last]
 
 
 def build_error_messages(task: Task, code: str, error_text: str, reward_mode: str = "dense") -> list[Message]:

@@ -64,6 +64,12 @@ class TuningSummary(TypedDict, total=False):
     warnings: list[str]  # range comments that could not be used
 
 
+class VisionAnalysis(TypedDict):
+    file: str  # the answer (vision_analysis.md), relative to the run folder
+    images: list[str]  # the keyframes it was shown
+    model: str  # "<backend>:<model>"
+
+
 class Candidate(TypedDict, total=False):
     """rounds/r<R>/s<S>/candidate.json: one reward program and everything that happened to it; a tuned candidate
     (`t2r tune`) is tune/<parent>/candidate.json, with its parent's round and sample, id `<parent>-tuned`."""
@@ -92,6 +98,7 @@ class Candidate(TypedDict, total=False):
     stopped_early: dict[str, Any]  # status stopped_early: {rung, steps, reason} of the run's early stopping
     parent: str  # a tuned candidate: the id of the candidate whose constants were tuned
     tuned: TuningSummary  # a tuned candidate: the study and the constants' diff against the parent
+    vision_analysis: VisionAnalysis  # --vision-analysis: a vision model's answer to "what went wrong?" about its keyframes
 
 
 TRAINED_STATUSES = ("trained", "stopped_early")

@@ -1,18 +1,33 @@
 """A run's written report: `report.md` with the best code, per-round results, learning curves (PNG),
-the final comparison with the expert reward, and links to rollout videos.
+the final comparison with the expert reward, and links to rollout videos; with a keypoint reward source, the
+keypoints (picture, table, files), and any vision model's reading of keyframes, labelled as a model's opinion.
 
 Why markdown + PNG: readable in any editor, on GitHub, and convertible; the dashboard renders richer views.
 """
 
 from __future__ import annotations
 
+import html
+import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from text2reward.runs.keypoint_record import (
+    KEYPOINT_IMAGE,
+    KEYPOINT_REWARD,
+    KeypointRecord,
+    format_metres,
+    format_pixel,
+    format_world,
+    read_keypoint_record,
+    reward_source_text,
+)
 from text2reward.runs.records import Candidate, FinalSummary, has_training
 from text2reward.runs.store import RunStore
 
 HEURISTIC_LABEL = "heuristic (rule-based composer, no language model)"
+VISION_NOTE = "*A model's reading of the rollout's keyframes, not a measurement: the numbers above are the measurements.*"
 
 
 MODE_TEXT = {
@@ -79,6 +94,73 @@ def _plot_components(store: RunStore, best: Candidate) -> Path | None:
     return _save(plt, fig, store.root / "components.png")
 
 
+def _cell(text: str) -> str:
+    """Text safe inside a markdown table cell (and as HTML, where a renderer passes HTML through)."""
+    return html.escape(" ".join(text.split()), quote=False).replace("|", "\\|") or "-"
+
+
+def keypoint_section(store: RunStore, record: KeypointRecord) -> list[str]:
+    """## Keypoints: where the keypoints came from, the picture with them drawn, the table, and their files."""
+    lines = ["", "## Keypoints", "", f"- source: {record.source_text}", f"- camera: {record.camera_text}"]
+    if record.effector is not None:
+        lines.append(f"- end effector in the pictured state: {format_world(record.effector)} m")
+    if (store.root / KEYPOINT_IMAGE).is_file():
+        lines += ["", f"![keypoints]({KEYPOINT_IMAGE})"]
+    lines += ["", "| keypoint | pixel (u, v) | height (m) | x (m) | y (m) | z (m) | moves with |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for p in record.points:
+        x, y, z = (format_metres(v) for v in p.world)
+        lines.append(f"| {_cell(p.name)} | {format_pixel(p.pixel)} | {format_metres(p.height)} | {x} | {y} | {z} | "
+                     f"{_cell(p.anchor) if p.anchor else 'fixed (world point)'} |")
+    if record.reason:
+        lines += ["", f"Reason given: {html.escape(record.reason, quote=False)}"]
+    replies = [name for name in record.replies if (store.root / "keypoints" / name).is_file()]
+    if replies:
+        lines += ["", "Model replies (the last was used): " + ", ".join(f"[{name}](keypoints/{name})" for name in replies)]
+    if (store.root / KEYPOINT_REWARD).is_file():
+        lines += ["", f"Keypoint reward program: [{KEYPOINT_REWARD}]({KEYPOINT_REWARD})"]
+    return lines
+
+
+def vision_analysis_lines(store: RunStore, candidate: Mapping[str, Any]) -> list[str]:
+    """A candidate's vision analysis, quoted and labelled as a model's opinion ([] when it has none)."""
+    analysis = candidate.get("vision_analysis")
+    if not isinstance(analysis, dict) or not isinstance(analysis.get("file"), str):
+        return []
+    path = store.root / analysis["file"]
+    try:
+        answer = path.read_text().strip() if path.is_file() and path.resolve().is_relative_to(store.root.resolve()) else ""
+    except (OSError, ValueError):
+        answer = ""
+    if not answer:
+        return []
+    images = [str(i) for i in analysis.get("images") or [] if isinstance(i, str)]
+    lines = ["", f"### What a vision model ({analysis.get('model') or '?'}) saw in its keyframes", "",
+             VISION_NOTE, "", *(f"> {html.escape(line, quote=False)}".rstrip() for line in answer.splitlines())]
+    if images:
+        lines += ["", "Keyframes it was shown: " + ", ".join(f"[{i + 1}]({image})" for i, image in enumerate(images))]
+    return lines
+
+
+def image_rounds(store: RunStore) -> list[str]:
+    """The rounds whose feedback used images, each with how: a vision model's reading, or keyframes shown to the author."""
+    found = []
+    for path in sorted(store.root.glob("rounds/r*/prompt.json"), key=lambda p: int(p.parent.name[1:]) if p.parent.name[1:].isdigit() else -1):
+        try:
+            context = json.loads(path.read_text()).get("context") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        ways = []
+        analysis = context.get("vision_analysis") if isinstance(context, dict) else None
+        if isinstance(analysis, dict):
+            ways.append(f"a vision model's reading of {len(analysis.get('images') or [])} keyframes of {analysis.get('candidate', '?')}")
+        if isinstance(context, dict) and context.get("images"):
+            ways.append(f"{len(context['images'])} keyframes shown to the reward author")
+        if ways:
+            found.append(f"round {path.parent.name[1:]} ({'; '.join(ways)})")
+    return found
+
+
 def _number(value: Any) -> str:
     return "-" if value is None else f"{value:g}"
 
@@ -142,9 +224,18 @@ def write_report(store: RunStore, status: str | None = None, reason: str | None 
         f"- task: `{config.task_id}`",
         f"- reward author: {backend}",
         f"- reward mode: {MODE_TEXT.get(config.reward_mode, config.reward_mode)}",
+        f"- reward source: {reward_source_text(config.reward_source, config.keypoints)}",
         f"- rounds x samples: {config.rounds} x {config.samples}; training budget {config.steps or 'task default'} steps; workers {config.workers}",
         f"- tokens: {sum(c['tokens']['prompt'] for c in candidates)} prompt, {sum(c['tokens']['completion'] for c in candidates)} completion",
         *status_lines(store, status or store.status(), reason if status else store.state().get("reason"), final),
+    ]
+    used_images = image_rounds(store)
+    if used_images:
+        lines.append("- rounds whose feedback used images: " + ", ".join(used_images))
+    keypoints = read_keypoint_record(store)
+    if keypoints is not None:
+        lines += keypoint_section(store, keypoints)
+    lines += [
         "",
         "## Candidates",
         "",
@@ -169,6 +260,8 @@ def write_report(store: RunStore, status: str | None = None, reason: str | None 
         lines += ["", f"## Best reward: {best['id']} (success {best['training']['success_rate']:.2f})", ""]
         if best.get("rule_based"):
             lines.append("*Composed by the rule-based heuristic backend, not by a language model.*\n")
+        elif best.get("backend") == "keypoints":
+            lines.append(f"*A {best.get('model') or 'program from keypoints'}, written by text2reward, not by a language model.*\n")
         lines += ["```python", code.rstrip(), "```"]
         if components:
             lines += ["", f"![reward components]({components.name})"]
@@ -177,6 +270,7 @@ def write_report(store: RunStore, status: str | None = None, reason: str | None 
         feedback_file = best.get("feedback_file")
         if feedback_file:
             lines += ["", "### What the trained policy did", "", (store.root / feedback_file).read_text().strip()]
+        lines += vision_analysis_lines(store, best)
     if final.get("best_candidate"):
         lines += ["", "## Final comparison (re-trained from scratch on new seeds)", "", "| reward | success per seed | mean | std |", "| --- | --- | --- | --- |"]
         for kind in ("best", "expert"):

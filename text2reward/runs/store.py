@@ -33,6 +33,7 @@ STOP_FILE = "stop.json"
 """In a training job's folder: the run's early stopping asks the worker to stop (policies reads it)."""
 
 EXECUTORS = ("local", "ray")
+REWARD_SOURCES = ("code", "keypoints", "code+keypoints")
 RAY_MISSING = "--executor ray needs Ray, an optional extra: pip install -e '.[ray]'"
 """The one line for `--executor ray` where ray is not installed (preflight and the Ray executor both say it)."""
 
@@ -87,6 +88,19 @@ class RunConfig:
     (compute_potential, shaping the task's sparse reward) or "progress" (compute_progress, with a count bonus)."""
     tune: int = 0
     """Tuning trials for the best candidate after the last round (`--tune N`; text2reward.tuning); 0: none."""
+    reward_source: str = "code"
+    """Where round 0's rewards come from (text2reward.keypoints): "code" (the model writes them), "keypoints" (one
+    program written from the task's keypoints) or "code+keypoints" (the model's code plus the keypoint reward)."""
+    keypoints: str = "oracle"
+    """With a keypoint reward source: "oracle" (the simulator's true points projected) or "model" (the run's backend
+    points at an image of the first state; needs --vision)."""
+    keypoint_camera: str | None = None
+    """The camera keypoints are read from (None: the task's KeypointSetup.camera)."""
+    keypoint_anchors: dict[str, str | None] = field(default_factory=dict)
+    """A person's word on what a keypoint moves with (`--anchor grasp=obj`), over the model's or the oracle's."""
+    vision_analysis: bool = False
+    """A failed candidate's rollout keyframes go to the vision model with "what went wrong?", and its answer joins the
+    next round's feedback (`--vision-analysis`; needs --vision)."""
 
     def train_config(self, task_id: str, out_dir: Path, reward: str, seed: int, early_stop: bool = False) -> TrainConfig:
         """The training settings of one of this run's jobs: the one place run settings become training settings.
@@ -119,6 +133,21 @@ class RunConfig:
             raise ConfigError(f"--temperature must be between 0 and 2, got {self.temperature}")
         if self.backend not in ("openai", "heuristic", "file"):
             raise ConfigError(f"unknown --llm {self.backend!r}: choose openai, heuristic (rule-based, no model) or file")
+        if self.reward_source not in REWARD_SOURCES:
+            raise ConfigError(f"unknown --reward-source {self.reward_source!r}: choose {', '.join(REWARD_SOURCES)}")
+        if self.keypoints not in ("oracle", "model"):
+            raise ConfigError(f"unknown --keypoints {self.keypoints!r}: choose oracle (true points) or model (the backend points)")
+        if self.reward_source != "code" and self.reward_mode != "dense":
+            raise ConfigError(f"--reward-source {self.reward_source} writes a dense reward: use it with --reward-mode dense")
+        if self.reward_source != "code" and self.keypoints == "model" and not self.vision:
+            raise ConfigError("--keypoints model reads an image: add --vision (the model must accept images), or use --keypoints oracle")
+        if self.vision_analysis and not self.vision:
+            raise ConfigError("--vision-analysis shows a vision model the rollout: add --vision (the model must accept images)")
+        if self.vision_analysis and self.backend != "openai":
+            raise ConfigError("--vision-analysis asks a vision model between rounds: use --llm openai with a model that accepts images")
+        if (self.vision or self.vision_analysis) and self.backend == "heuristic":
+            raise ConfigError("the heuristic backend is rule-based and cannot see images: drop --vision/--vision-analysis, "
+                              "or use --llm openai with a vision model")
         if self.backend == "openai" and not self.model:
             raise ConfigError("the openai backend needs --model (or OPENAI_MODEL): e.g. --model gpt-4o or your server's model name")
 
