@@ -11,8 +11,9 @@ relabelled), evaluated by the task's own success test (10 episodes every --eval-
   keypoints  the keypoint reward program written from the oracle's keypoints of the task's seed-0 scene
              (out/<...>/<task>/keypoints/reward.py; anchored to the object and the goal, so it follows every episode)
   expert     the environment's own dense reward
-Prints per task and arm the mean final success over seeds, the runs that reached >= 0.8 and the median steps to it;
-writes attempts.json as it goes.
+Prints per task and arm the mean final success over seeds, the runs that reached >= 0.8, the median steps to it, and
+the environment's own reward over the final evaluation (how close each arm came where none succeeds); writes
+attempts.json as it goes.
 
     python benchmarks/keypoint_rewards.py --jobs 2                      # 4 tasks x 3 arms x 3 seeds at 20k steps
     python benchmarks/keypoint_rewards.py --tasks fetch/push --seeds 1 --steps 5000
@@ -22,6 +23,7 @@ writes attempts.json as it goes.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 from pathlib import Path
 from typing import Any
@@ -59,9 +61,20 @@ def run_attempt(job: dict[str, Any]) -> Attempt:
     return train_attempt(job["task"], job["arm"], job["seed"], config, reward_fn)
 
 
-def summarise(attempts: list[Attempt]) -> None:
-    print("| task | arm | budget | seeds | mean final success | per seed | best during training | solved (>= 0.8) | median steps to 0.8 | steps/s |")
-    print("| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
+def native_return(out: Path, attempt: Attempt) -> float | None:
+    """The expert (environment) reward's return over the attempt's final evaluation episodes, from its result.json:
+    a common yardstick of how close every arm came where none succeeds."""
+    path = out / attempt.task.replace("/", "__") / f"{attempt.arm}-s{attempt.seed}" / "result.json"
+    try:
+        return float(json.loads(path.read_text())["mean_native_return"])
+    except (OSError, KeyError, TypeError, ValueError):
+        return None
+
+
+def summarise(attempts: list[Attempt], out: Path) -> None:
+    print("| task | arm | budget | seeds | mean final success | per seed | best during training | solved (>= 0.8) "
+          "| median steps to 0.8 | env return (final eval) | steps/s |")
+    print("| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
     for task in dict.fromkeys(a.task for a in attempts):
         for arm in ARMS:
             group = sorted((a for a in attempts if a.task == task and a.arm == arm), key=lambda a: a.seed)
@@ -69,9 +82,11 @@ def summarise(attempts: list[Attempt]) -> None:
                 continue
             solved = [a.steps_to_solved for a in group if a.steps_to_solved is not None]
             median = f"{statistics.median(solved):,.0f}" if solved else "-"
+            returns = [r for r in (native_return(out, a) for a in group) if r is not None]
+            native = f"{statistics.mean(returns):.1f}" if returns else "-"
             print(f"| {task} | {arm} | {group[0].steps:,} | {len(group)} | {statistics.mean(a.final_success for a in group):.2f} "
                   f"| {', '.join(f'{a.final_success:.1f}' for a in group)} | {statistics.mean(a.best_success for a in group):.2f} "
-                  f"| {len(solved)}/{len(group)} | {median} | {statistics.mean(a.steps_per_second for a in group):.0f} |")
+                  f"| {len(solved)}/{len(group)} | {median} | {native} | {statistics.mean(a.steps_per_second for a in group):.0f} |")
 
 
 def main() -> None:
@@ -87,7 +102,7 @@ def main() -> None:
     parser.add_argument("--summarise", nargs="+", metavar="ATTEMPTS_JSON", help="print the table of earlier runs and train nothing")
     args = parser.parse_args()
     if args.summarise:
-        summarise(read_attempts(args.summarise, Attempt))
+        summarise(read_attempts(args.summarise, Attempt), Path(args.summarise[0]).parent)
         return
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -98,7 +113,7 @@ def main() -> None:
         for seed in range(args.first_seed, args.first_seed + args.seeds) for task in args.tasks for arm in args.arms
     ]
     attempts = run_attempts(jobs, run_attempt, args.jobs, out, {"budget": args.steps})
-    summarise(attempts)
+    summarise(attempts, out)
 
 
 if __name__ == "__main__":

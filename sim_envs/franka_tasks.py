@@ -185,8 +185,9 @@ def franka_tasks() -> list[Task]:
                 goal_success=goals_within,
                 budget_note="" if reach else (
                     "push, slide and pick-and-place learn in 10^5-10^6 steps with SAC + HER (the reference trains to 10^6); "
-                    "on a 2-core machine push reached 0.9 with the sparse reward and HER at 150-170k steps (about 30 minutes) "
-                    "and not at all with the dense reward alone by 100k (benchmarks/RESULTS.md, franka_baselines)"),
+                    "on a 2-core machine push reached 0.9 with the sparse reward and HER at 150-190k steps (3 of 3 seeds, about 30 "
+                    "minutes each) and not at all with the dense reward alone by 100k; pick-and-place and slide learned nothing "
+                    "by 60k with either (benchmarks/RESULTS.md, franka_baselines)"),
             )
         )
     return tasks

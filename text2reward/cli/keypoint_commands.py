@@ -45,21 +45,21 @@ def keypoints(
         raise ConfigError(f"--size must be between 16 and 2048 pixels, got {size}")
     folder = out or Path("keypoints") / f"{chosen.id.replace('/', '-')}-{source}-s{seed}"
     if (folder / "keypoints.json").is_file():
-        console.print(f"{folder} already holds keypoints: showing them (delete the folder to ask again)", highlight=False)
+        console.print(f"{folder} already holds keypoints: showing them (delete the folder to ask again)", highlight=False, soft_wrap=True)
     anchors = parse_anchor_options(anchor)
     backend = _vision_backend(llm, model, base_url, reply_file, timeout) if source == "model" else None
     found = find_keypoints(chosen, folder, source, backend, seed=seed, camera=camera, size=size,
                            say=lambda message: console.print(message, highlight=False, markup=False), anchors=anchors)
-    console.print(f"{len(found.points)} keypoint(s) from {found.source} on camera {found.camera.name}:", highlight=False)
+    console.print(f"{len(found.points)} keypoint(s) from {found.source} on camera {found.camera.name}:", highlight=False, soft_wrap=True)
     for point in found.points:
         where = f"on {point.anchor}" if point.anchor else "fixed"
         height = f" (+{point.height:.2f} m)" if point.height else ""
         console.print(f"  {point.name:<11} pixel ({point.pixel[0]:.0f}, {point.pixel[1]:.0f}){height} -> world "
-                      f"({point.world[0]:.3f}, {point.world[1]:.3f}, {point.world[2]:.3f}) m, {where}", highlight=False)
+                      f"({point.world[0]:.3f}, {point.world[1]:.3f}, {point.world[2]:.3f}) m, {where}", highlight=False, soft_wrap=True)
     if found.reason:
-        console.print(f"  reason: {found.reason}", highlight=False, markup=False)
+        console.print(f"  reason: {found.reason}", highlight=False, markup=False, soft_wrap=True)
     console.print(f"image with the points: {folder / 'annotated.png'}\nkeypoint reward: {folder / 'reward.py'} "
-                  f"(train it: t2r train --task {chosen.id} --reward {folder / 'reward.py'})", highlight=False)
+                  f"(train it: t2r train --task {chosen.id} --reward {folder / 'reward.py'})", highlight=False, soft_wrap=True)
 
 
 def _vision_backend(llm: str, model: str | None, base_url: str | None, reply_file: list[Path] | None, timeout: float | None) -> Any:

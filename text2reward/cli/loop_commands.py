@@ -150,8 +150,8 @@ def run(
     keypoint_camera: Annotated[Optional[str], typer.Option(help="camera the keypoints are read from (default: the task's)")] = None,
     anchor: Annotated[Optional[list[str]], typer.Option(help="KEYPOINT=PART: what a keypoint moves with (obj, obj_start, goal, none), "
                                                              "over the model's choice; repeatable")] = None,
-    vision_analysis: Annotated[bool, typer.Option(help="a failed candidate's keyframes go to the vision model ('what went wrong?') "
-                                                       "and its answer joins the next round's feedback; needs --vision")] = False,
+    vision_analysis: Annotated[bool, typer.Option(help="ask the vision model what went wrong in a failed candidate's keyframes, "
+                                                       "for the next feedback (with --vision)")] = False,
     executor: ExecutorOption = "local",
     ray_address: RayAddressOption = None,
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,

@@ -53,7 +53,7 @@ HyperparamOption = Annotated[Optional[list[str]], typer.Option("--hp", help="hyp
 RewardModeOption = Annotated[str, typer.Option(
     "--reward-mode", help="dense (the program is the reward), potential (compute_potential shapes the sparse success reward) "
     "or progress (compute_progress, with a count bonus)")]
-ExecutorOption = Annotated[str, typer.Option("--executor", help="where candidates train: local (worker processes here) or ray (a Ray cluster; pip install -e '.[ray]')")]
+ExecutorOption = Annotated[str, typer.Option("--executor", help="where candidates train: local (worker processes here) or ray (a Ray cluster; pip install -e '.\\[ray]')")]
 RayAddressOption = Annotated[Optional[str], typer.Option("--ray-address", envvar="RAY_ADDRESS", metavar="ADDR",
                                                          help="with --executor ray: the cluster to join (host:port of its head); "
                                                               "unset: a local Ray on 127.0.0.1 for the run")]
