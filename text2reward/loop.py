@@ -180,7 +180,10 @@ class Loop:
 
     # --- one round -------------------------------------------------------------------------------
     def run_round(self, round_index: int) -> RoundSummary:
-        self.say(f"round {round_index}: asking {self.backend_label()} for {self.config.samples} reward(s)")
+        if round_index == 0 and self.config.reward_source == "keypoints":
+            self.say("round 0: the reward written from the keypoints is the round's candidate (no model is asked)")
+        else:
+            self.say(f"round {round_index}: asking {self.backend_label()} for {self.config.samples} reward(s)")
         messages, context = self.round_prompt(round_index)
         replies = self.round_replies(round_index, messages, context)
         for sample, reply in enumerate(replies):
