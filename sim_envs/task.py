@@ -40,6 +40,15 @@ class KeypointSetup:
     oracle: tuple[tuple[str, str, str | None], ...] = (("grasp", "obj.position", "obj"), ("target", "goal_position", "goal"))
     """(keypoint, view path of its true position, anchor or None): what `--keypoints oracle` projects."""
 
+    @property
+    def wants_grasp(self) -> bool:
+        """An object to take hold of (a reach has none: the end effector itself goes to the target)."""
+        return any(name == "grasp" for name, _, _ in self.oracle)
+
+    @property
+    def anchor_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _, _ in self.anchors)
+
 
 REACH_ANCHORS: tuple[tuple[str, str, str], ...] = (
     ("goal", "goal_position", "the goal the task's success is measured against (placed anew each episode)"),

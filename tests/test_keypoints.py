@@ -299,7 +299,7 @@ def test_t2r_keypoints_writes_the_folder_and_says_where(tmp_path):
     refused = t2r("keypoints", "--task", "fetch/push", "--llm", "heuristic", "--out", str(tmp_path / "no"))
     assert refused.returncode == 1 and "cannot see images" in refused.stderr and "Traceback" not in refused.stderr
     no_model = t2r("keypoints", "--task", "fetch/push", "--out", str(tmp_path / "no"), cwd=tmp_path)
-    assert no_model.returncode == 1 and "needs --model" in no_model.stderr
+    assert no_model.returncode == 1 and "pass --model (or set OPENAI_MODEL)" in no_model.stderr
 
 
 def test_a_person_names_what_a_keypoint_moves_with(tmp_path):

@@ -3,7 +3,6 @@ up as a keypoint reward program a person can read, edit and train with `t2r trai
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -72,7 +71,4 @@ def _vision_backend(llm: str, model: str | None, base_url: str | None, reply_fil
         return make_backend("file", paths=[str(p) for p in reply_file] if reply_file else None)
     if llm != "openai":
         raise ConfigError(f"unknown --llm {llm!r}: choose openai or file")
-    model = model or os.environ.get("OPENAI_MODEL")
-    if not model:
-        raise ConfigError("--llm openai needs --model (or OPENAI_MODEL): a model that accepts images, e.g. gpt-4o")
     return make_backend("openai", model=model, base_url=base_url, vision=True, timeout=timeout)

@@ -62,9 +62,8 @@ def find_keypoints(task: Task, folder: Path, source: str = "oracle", backend: Ba
     image_path = folder / "scene.png"
     _write_png(image_path, scene.shot.rgb)
     np.save(folder / "depth.npy", scene.shot.depth.astype(np.float32))
-    parts = tuple(name for name, _, _ in setup.anchors)
     if source == "oracle":
-        answer = with_anchors(oracle_answer(scene), anchors or {}, parts)
+        answer = with_anchors(oracle_answer(scene), anchors or {}, setup.anchor_names)
         keypoints = lift(answer, scene, "oracle")
         replies: list[str] = []
     else:
@@ -92,10 +91,9 @@ def check_vision_backend(backend: Backend | None) -> None:
 def keypoint_messages(task: Task, scene: Scene, image_path: Path) -> list[dict[str, Any]]:
     setup = keypoint_setup(task)
     camera = scene.shot.camera
-    wants_grasp = any(name == "grasp" for name, _, _ in setup.oracle)
     text = render_template("keypoints.j2", camera=camera.name, width=camera.width, height=camera.height,
                            image_path=str(image_path), description=task.description, notes=task.view_notes.rstrip("."),
-                           wants_grasp=wants_grasp, max_waypoints=MAX_WAYPOINTS,
+                           wants_grasp=setup.wants_grasp, max_waypoints=MAX_WAYPOINTS,
                            anchors=[(name, doc) for name, _, doc in setup.anchors])
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
 
@@ -106,8 +104,6 @@ def ask_model(backend: Backend, task: Task, scene: Scene, image_path: Path, fold
     ConfigError that names the problem (the replies stay in the folder)."""
     setup = keypoint_setup(task)
     camera = scene.shot.camera
-    wants_grasp = any(name == "grasp" for name, _, _ in setup.oracle)
-    anchors = tuple(name for name, _, _ in setup.anchors)
     messages = keypoint_messages(task, scene, image_path)
     write_json_atomic(folder / "prompt.json", messages)
     replies: list[str] = []
@@ -119,8 +115,8 @@ def ask_model(backend: Backend, task: Task, scene: Scene, image_path: Path, fold
         replies.append(reply.text)
         write_text_atomic(folder / f"reply_{attempt + 1}.md", reply.text)
         try:
-            answer = parse_answer(reply.text, camera.width, camera.height, anchors, wants_grasp)
-            answer = with_anchors(answer, overrides or {}, anchors)  # a person's word over the model's (their typo: a ConfigError)
+            answer = parse_answer(reply.text, camera.width, camera.height, setup.anchor_names, setup.wants_grasp)
+            answer = with_anchors(answer, overrides or {}, setup.anchor_names)  # a person's word over the model's (their typo: a ConfigError)
             return lift(answer, scene, f"{reply.backend}:{reply.model}"), answer, replies
         except KeypointReplyError as exc:
             if attempt == RETRIES:
