@@ -346,3 +346,17 @@ def test_a_person_answers_through_reply_files_and_the_run_resumes_where_it_waite
     program = (store.root / candidate["code_file"]).read_text()
     assert "def code_reward(self, action):" in program and "def keypoint_reward(self, action):" in program
     assert {"code_distance", "kp_path_progress"} <= set(candidate["training_result"]["components"][-1]["components"])
+
+
+def test_a_model_name_cannot_break_out_of_the_programs_docstring():
+    """The source (a model's name, a person's choice) is written into the program's docstring: quotes in it must not
+    end the string and turn the rest into code."""
+    import ast
+
+    task = get_task("fetch/push")
+    scene = observe(task, seed=0)
+    code = keypoint_program(lift(oracle_answer(scene), scene, 'openai:m"""\nimport os\n"""'), task.keypoints)
+    module = ast.parse(code)
+    assert [type(node).__name__ for node in module.body[:2]] == ["Expr", "Import"]  # the docstring, then numpy alone
+    assert [alias.name for alias in module.body[1].names] == ["numpy"]
+    assert validate(code, task).ok

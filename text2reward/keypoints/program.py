@@ -11,6 +11,7 @@ the point's nearest place on it, so the reward needs no memory of earlier steps.
 from __future__ import annotations
 
 import ast
+import re
 
 import numpy as np
 
@@ -52,7 +53,7 @@ def keypoint_program(keypoints: KeypointSet, setup: KeypointSetup, function: str
     paths = {name: path_ for name, path_, _ in setup.anchors}
     mover = "grasp" if grasp is not None else "self." + setup.effector
     lines = [
-        f'"""Keypoint reward for {keypoints.task_id}: {keypoints.source} keypoints on camera {keypoints.camera.name} '
+        f'"""Keypoint reward for {_plain(keypoints.task_id)}: {_plain(keypoints.source)} keypoints on camera {_plain(keypoints.camera.name)} '
         f"(reset seed {keypoints.seed}), built by text2reward.keypoints.",
         "Stages: " + ("the end effector approaches the grasp point; the grasp point, which moves with what it is anchored to, "
                       "then travels through the waypoints to the target." if grasp is not None else
@@ -157,6 +158,12 @@ def _first_state_path_left(keypoints: KeypointSet, grasp: Keypoint | None) -> fl
     for a, b in zip(path[:-1], path[1:]):
         total += float(np.linalg.norm(b - a))
     return total
+
+
+def _plain(text: str) -> str:
+    """A name (task, model, camera) safe inside the program's docstring: a quote or backslash in a model's name must
+    not end the string and turn the rest into code."""
+    return re.sub(r"[^\w.:/+@ -]", "_", text)
 
 
 def _numbers(values: tuple[float, ...]) -> str:
