@@ -162,8 +162,8 @@ def _first_state_path_left(keypoints: KeypointSet, grasp: Keypoint | None) -> fl
 
 def _plain(text: str) -> str:
     """A name (task, model, camera) safe inside the program's docstring: a quote or backslash in a model's name must
-    not end the string and turn the rest into code."""
-    return re.sub(r"[^\w.:/+@ -]", "_", text)
+    not end the string and turn the rest into code, and a double underscore would fail the static check."""
+    return re.sub(r"_{2,}", "_", re.sub(r"[^\w.:/+@ -]", "-", text))
 
 
 def _numbers(values: tuple[float, ...]) -> str:
