@@ -8,8 +8,10 @@ potential and progress programs are built from the same plan, terms and constant
 Arms, per (task, seed), each trained with the project's defaults on the same budget and evaluated by the task's own
 success test (10 episodes every --eval-freq steps):
   plain      the heuristic's dense program                               (--reward-mode dense)
-  tuned      the plain program after `t2r tune` (--trials trials of --trial-steps each, on a run seeded seed + 1000,
-             so the winner is chosen on other seeds than it is scored on), then trained on the seed like the others
+  tuned      the plain program after `t2r tune` (--trials trials of --trial-steps each, by default the arm's budget, on a
+             run seeded seed + 1000, so the winner is chosen on other seeds than it is scored on; the parent's constants
+             are kept unless a trial beats them by one evaluation episode's worth of success over its curve), then
+             trained on the seed like the others
   potential  the heuristic's potential program                           (--reward-mode potential)
   progress   the heuristic's progress program                            (--reward-mode progress)
   expert     the task's expert reward, where it has one
@@ -18,6 +20,7 @@ the runs that reached >= 0.8 at an evaluation, and the median steps to that; wri
 
     python benchmarks/reward_modes.py --jobs 2                           # 4 tasks x 3 seeds x 5 arms: hours on 2 CPU cores
     python benchmarks/reward_modes.py --tasks metaworld/button-press-v3 --seeds 1 --arms plain potential
+    python benchmarks/reward_modes.py --tasks hopper/back_flip --steps 40000 --eval-freq 5000   # a budget plain does not saturate
     python benchmarks/reward_modes.py --summarise out/reward_modes/attempts.json
 """
 
@@ -158,6 +161,10 @@ def summarise(attempts: list[Attempt], tasks: list[str]) -> None:
                   f"{statistics.median(a.seconds for a in mine):,.0f} |")
         if "plain" in means and "tuned" in means and means["tuned"] > means["plain"]:
             raised.append(task)
+        tuned = [a for a in attempts if a.task == task and a.arm == "tuned"]
+        kept = sum(bool(a.detail.get("tuning", {}).get("kept_parent")) for a in tuned)
+        if tuned:
+            print(f"| {task} | (tuning) | {kept}/{len(tuned)} kept the parent's constants | | | |")
     print(f"\ntuning raised the plain reward's mean final success on {len(raised)} task(s): {', '.join(raised) or 'none'}")
 
 
@@ -168,8 +175,10 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3, help="how many seeds (default 3)")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=None, help="env steps per arm (default: by family, see BUDGETS)")
-    parser.add_argument("--trials", type=int, default=3, help="tuning trials of the tuned arm (default 3)")
-    parser.add_argument("--trial-steps", type=int, default=None, help="steps per tuning trial (default: half the arm's budget)")
+    parser.add_argument("--eval-freq", type=int, default=None, help="steps between evaluations (default: by family, see EVAL_FREQ)")
+    parser.add_argument("--trials", type=int, default=6, help="tuning trials of the tuned arm (default 6)")
+    parser.add_argument("--trial-steps", type=int, default=None, help="steps per tuning trial (default: the arm's budget: a trial "
+                        "shorter than the budget at which the parent succeeds at all scores every trial 0)")
     parser.add_argument("--jobs", type=int, default=1, help="attempts at a time (2 on 2 cores gives each one)")
     parser.add_argument("--out", default="out/reward_modes")
     parser.add_argument("--summarise", nargs="+", metavar="ATTEMPTS_JSON", help="print the table of earlier runs and train nothing")
@@ -190,8 +199,8 @@ def main() -> None:
                 if arm == "expert" and not task.has_expert_reward:
                     continue
                 jobs.append({"task": task_id, "arm": arm, "seed": seed, "steps": steps,
-                             "eval_freq": min(EVAL_FREQ.get(task.family, 2_000), steps), "trials": args.trials,
-                             "trial_steps": args.trial_steps or steps // 2,
+                             "eval_freq": min(args.eval_freq or EVAL_FREQ.get(task.family, 2_000), steps), "trials": args.trials,
+                             "trial_steps": args.trial_steps or steps,
                              "out": str(out / f"{task_id.replace('/', '__')}-s{seed}" / arm)})
     attempts: list[Attempt] = []
     spawn = multiprocessing.get_context("spawn")

@@ -21,7 +21,7 @@ from polling import wait_for
 from text2reward.errors import ConfigError
 from text2reward.runs.store import RunConfig, RunStore
 from text2reward.tuning.constants import constants_diff, find_constants, require_tunable, rewrite
-from text2reward.tuning.objective import objective, squash
+from text2reward.tuning.objective import curve_objective, objective, squash
 from text2reward.tuning.pruning import TrialPruner
 from text2reward.tuning.space import baseline_params, suggest
 from text2reward.tuning.study import STUDY_FILE, counted, open_study
@@ -158,6 +158,37 @@ def test_the_tie_breaker_never_outweighs_one_success_step():
         assert worst_with_more_success > best_with_less
 
 
+def test_a_trial_scores_the_area_under_its_success_curve():
+    episodes = 10
+    late = [{"steps": s, "success_rate": r, "mean_native_return": 10.0} for s, r in ((100, 0.0), (200, 0.0), (300, 0.0), (400, 1.0))]
+    soon = [{"steps": s, "success_rate": r, "mean_native_return": 10.0} for s, r in ((100, 0.0), (200, 1.0), (300, 1.0), (400, 1.0))]
+    assert curve_objective(soon, episodes) > curve_objective(late, episodes)  # same final success, reached sooner
+    assert curve_objective(late, episodes) == pytest.approx(objective(late[-1], episodes) / 4 + 3 * objective(late[0], episodes) / 4)
+    # a trial stopped at the success threshold keeps its last value to the end of the budget
+    assert curve_objective(soon[:2], episodes, budget=400) == pytest.approx(curve_objective(soon, episodes))
+    # evaluations weigh by the steps they cover, not by their count
+    uneven = [{"steps": 100, "success_rate": 1.0}, {"steps": 400, "success_rate": 0.0}]
+    assert curve_objective(uneven, episodes) == pytest.approx((objective(uneven[0], episodes) + 3 * objective(uneven[1], episodes)) / 4)
+    assert curve_objective([], episodes) == 0.0
+
+
+def test_the_winner_must_beat_the_parents_constants_by_the_margin():
+    from text2reward.tuning.study import pick_winner
+
+    def finished(values: dict[int, float | None]) -> list[optuna.trial.FrozenTrial]:
+        study = optuna.create_study(direction="maximize")
+        for number, value in values.items():
+            state = optuna.trial.TrialState.COMPLETE if value is not None else optuna.trial.TrialState.PRUNED
+            study.add_trial(optuna.trial.create_trial(value=value, state=state, user_attrs={"baseline": number == 0}))
+        return [t for t in study.trials if t.state.name == "COMPLETE"]
+
+    assert [(t.number, kept) for t, kept in [pick_winner(finished({0: 0.30, 1: 0.35, 2: 0.20}), 0.1)]] == [(0, True)]
+    assert [(t.number, kept) for t, kept in [pick_winner(finished({0: 0.30, 1: 0.35, 2: 0.40}), 0.1)]] == [(2, False)]
+    assert [(t.number, kept) for t, kept in [pick_winner(finished({0: 0.30, 1: 0.35}), 0.0)]] == [(1, False)]
+    assert [(t.number, kept) for t, kept in [pick_winner(finished({0: 0.50, 1: 0.35}), 0.1)]] == [(0, False)]  # the parent won
+    assert [(t.number, kept) for t, kept in [pick_winner(finished({0: None, 1: 0.05, 2: 0.01}), 0.1)]] == [(1, False)]  # pruned
+
+
 def test_the_pruner_stops_a_trial_below_the_median(tmp_path):
     study = open_study(tmp_path, "unit", seed=0, trials=5, budget=400)
     for value in (0.6, 0.5):  # two finished trials: the median pruner's start-up
@@ -166,7 +197,7 @@ def test_the_pruner_stops_a_trial_below_the_median(tmp_path):
             trial.report(value, steps)
         study.tell(trial, value)
     good, bad = study.ask(), study.ask()
-    pruner = TrialPruner({"good": good, "bad": bad}, lambda point: point["success_rate"])
+    pruner = TrialPruner({"good": good, "bad": bad}, lambda curve: curve[-1]["success_rate"])
     pruner.add_point("good", {"steps": 50, "success_rate": 0.9})
     pruner.add_point("bad", {"steps": 50, "success_rate": 0.0})
     assert pruner.decide(["good", "bad"]) == {}  # before a quarter of the budget nobody is judged
@@ -252,7 +283,11 @@ def test_tune_three_trials_writes_study_winner_and_diff(trained_run, tmp_path):
     summary = tuned["tuned"]
     assert summary["study"] == "tune/r0-s0/study.db" and summary["trials"] == 3 and summary["steps"] == 300
     assert summary["complete"] + summary["pruned"] + summary["failed"] == 3
-    best_trial = max((t for t in study_trials if t.value is not None and t.state.name == "COMPLETE"), key=lambda t: t.value)
+    top = max((t for t in study_trials if t.state.name == "COMPLETE"), key=lambda t: (t.value, -t.number))
+    baseline = study_trials[0]
+    kept = baseline.state.name == "COMPLETE" and top.number != 0 and top.value < baseline.value + summary["margin"]
+    best_trial = baseline if kept else top  # the parent's constants stay unless a trial beats them by the margin
+    assert summary["margin"] == pytest.approx(1 / 2) and summary["kept_parent"] == kept  # 2 evaluation episodes
     assert summary["trial"] == best_trial.number and summary["objective"] == pytest.approx(best_trial.value)
     winner_result = json.loads((tune_dir / f"trial_{best_trial.number}" / "train" / "result.json").read_text())
     assert tuned["training"]["success_rate"] == winner_result["success_rate"] and tuned["training"]["steps"] == winner_result["steps"]

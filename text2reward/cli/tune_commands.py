@@ -20,6 +20,8 @@ def tune(
     trials: Annotated[int, typer.Option("--trials", help="finished trials wanted (a rerun resumes the study: finished ones count)")],
     candidate: Annotated[Optional[str], typer.Option("--candidate", metavar="ID", help="the candidate to tune (default: the run's best)")] = None,
     steps: Annotated[Optional[int], typer.Option("--steps", help="training steps per trial (default: the run's budget)")] = None,
+    min_gain: Annotated[Optional[float], typer.Option("--min-gain", help="how far above the parent's constants a trial must score "
+                                                      "to replace them (success rate; default one evaluation episode's worth)")] = None,
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
 ) -> None:
     """Tune a reward's UPPER_CASE constants: each trial a short training, searched by Optuna's TPE with pruning."""
@@ -30,7 +32,7 @@ def tune(
 
     store = RunStore.open(runs_dir, run_id)
     with RunLock(store.root, say=say):
-        tuned = tune_candidate(store, candidate, trials, steps=steps, progress=say, display=progress_bars())
+        tuned = tune_candidate(store, candidate, trials, steps=steps, progress=say, display=progress_bars(), min_gain=min_gain)
         report = write_report(store)
         index_run(store)
     print_tuned(tuned, store.candidate(tuned["parent"]))
@@ -51,5 +53,9 @@ def print_tuned(tuned: Candidate, parent: Candidate | None) -> None:
         f"pruned, {summary['failed']} failed), {summary['steps']} steps: success {tuned['training']['success_rate']:.2f}"
         + (f" (parent {tuned['parent']}: {parent_success:.2f} in its own training)" if parent_success is not None else ""),
         highlight=False, soft_wrap=True)
-    if summary["trial"] == 0:
+    if summary.get("kept_parent"):
+        console.print(f"no trial beat the parent's own constants (trial {summary['trial']}) by the margin of {summary['margin']:.2f} "
+                      "success over the curve: they are kept (more --trials, longer --steps, or a lower --min-gain)",
+                      highlight=False, soft_wrap=True)
+    elif summary["trial"] == 0:
         console.print("trial 0 is the parent's own constants: no trial beat them", highlight=False, soft_wrap=True)

@@ -58,7 +58,9 @@ class TuningSummary(TypedDict, total=False):
     pruned: int
     failed: int
     trial: int  # the winning trial's number
-    objective: float  # its score: success rate plus a tie-breaker below half a success step (tuning/objective.py)
+    objective: float  # its score: area under its success curve, plus a tie-breaker (tuning/objective.py)
+    margin: float  # how far a trial had to score above the parent's constants to replace them
+    kept_parent: bool  # no trial beat the parent's constants by the margin: the winner is the parent's own trial
     steps: int | None  # each trial's training budget (None: the task's default)
     constants_diff: list[ConstantChange]
     warnings: list[str]  # range comments that could not be used

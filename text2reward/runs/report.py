@@ -173,7 +173,8 @@ def tuning_note(candidate: Candidate) -> str:
     """One line on how a tuned candidate was found."""
     tuned = candidate.get("tuned") or {}
     return (f"trial {tuned.get('trial')} of {tuned.get('trials')} ({tuned.get('complete', 0)} complete, {tuned.get('pruned', 0)} pruned, "
-            f"{tuned.get('failed', 0)} failed), {tuned.get('steps') or 'default'} steps each")
+            f"{tuned.get('failed', 0)} failed), {tuned.get('steps') or 'default'} steps each"
+            + ("; no trial beat the parent's constants by the margin, so they are kept" if tuned.get("kept_parent") else ""))
 
 
 def tuned_sections(candidates: list[Candidate]) -> list[str]:

@@ -1,4 +1,10 @@
-"""What a trial is scored by: the task's success rate, with the native return as a tie-breaker.
+"""What a trial is scored by: the area under its success curve, with the native return as a tie-breaker.
+
+Why the area and not the final evaluation: a final evaluation is E episodes at one moment, and two trainings of
+the same reward on different seeds often differ there by several of them; the area averages every evaluation
+(K x E episodes), and it prefers constants that reach success sooner and keep it, which is what a shorter or
+longer budget will reward too. Each evaluation's value holds for the steps since the one before it; a trial that
+stopped at the run's success threshold keeps its last value to the end of the budget.
 
 Why success first: it is the task's own test, the figure every candidate is ranked by (runs/ranking.py).
 Why a tie-breaker: with a short budget many trials end at the same success rate (often 0), and the sampler
@@ -13,7 +19,7 @@ differ by orders of magnitude (Fetch's lie in -50..0, MetaWorld's in 0..5000).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -33,3 +39,22 @@ def tie_weight(eval_episodes: int) -> float:
 def objective(point: Mapping[str, Any], eval_episodes: int) -> float:
     """The score of an evaluation ({success_rate, mean_native_return}) or of a training's final result."""
     return float(point["success_rate"]) + tie_weight(eval_episodes) * squash(point.get("mean_native_return"))
+
+
+def curve_objective(curve: Sequence[Mapping[str, Any]], eval_episodes: int, budget: int | None = None) -> float:
+    """The step-weighted mean of `objective` over a training's evaluations ({steps, success_rate,
+    mean_native_return}), over `budget` steps when given (the last value held to it), else to the last evaluation.
+    A curve without evaluations scores 0."""
+    points = sorted((p for p in curve if "steps" in p and "success_rate" in p), key=lambda p: int(p["steps"]))
+    if not points:
+        return 0.0
+    end = max(int(points[-1]["steps"]), int(budget or 0))
+    if end <= 0:
+        return objective(points[-1], eval_episodes)
+    area, previous = 0.0, 0
+    for point in points:
+        steps = int(point["steps"])
+        area += objective(point, eval_episodes) * (steps - previous)
+        previous = steps
+    area += objective(points[-1], eval_episodes) * (end - previous)
+    return area / end

@@ -18,11 +18,13 @@ from text2reward.training.early_stop import Curve, EarlyStopper, StopDecision
 class TrialPruner(EarlyStopper):
     """Reports evaluations to Optuna trials (by job name) and asks their pruner whether to stop them."""
 
-    def __init__(self, trials: Mapping[str, Any], score: Callable[[Mapping[str, Any]], float]):
+    def __init__(self, trials: Mapping[str, Any], score: Callable[[Sequence[Mapping[str, Any]]], float]):
         super().__init__(budget=1, eval_freq=1)  # no rungs: Optuna's pruner decides when to judge
         self.trials = dict(trials)
         """Job name -> the `optuna.Trial` it trains."""
         self.score = score
+        """The objective of a curve so far (the tuner's, over the evaluations up to the latest)."""
+        self.points: dict[str, dict[int, Mapping[str, Any]]] = {name: {} for name in self.trials}
         self.reported: dict[str, dict[int, float]] = {name: {} for name in self.trials}
         self.fresh: set[str] = set()
         """Trials with an intermediate value the pruner has not been asked about."""
@@ -34,7 +36,8 @@ class TrialPruner(EarlyStopper):
         step = int(point["steps"])
         if step in self.reported[name]:
             return
-        value = self.score(point)
+        self.points[name][step] = point
+        value = self.score([p for s, p in sorted(self.points[name].items()) if s <= step])
         self.trials[name].report(value, step)
         self.reported[name][step] = value
         self.fresh.add(name)

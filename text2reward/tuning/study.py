@@ -86,3 +86,17 @@ def settle_orphans(study: Any, tune_dir: Path, score: Any) -> list[str]:
         study.enqueue_trial(dict(trial.params), user_attrs={"retry_of": trial.number})
         said.append(f"trial {trial.number} was interrupted: marked failed, and its constants queued for a fresh trial")
     return said
+
+
+def pick_winner(complete: list[Any], margin: float) -> tuple[Any, bool]:
+    """The winning trial among COMPLETE ones, and whether it is the parent's own constants kept for lack of a real win.
+
+    Why a margin: every trial trains once, on one seed, so the best of N trials beats the parent by luck alone as N
+    grows (a maximum of noisy scores), and a winner chosen that way can lose on the next seed. A trial replaces the
+    parent's constants (the study's baseline trial) only when it scores at least `margin` above it; otherwise the
+    baseline wins. Without a completed baseline trial (pruned, or failed) the best trial wins outright."""
+    best = max(complete, key=lambda t: (t.value, -t.number))
+    baseline = next((t for t in complete if t.user_attrs.get("baseline")), None)
+    if baseline is None or best.number == baseline.number or best.value >= baseline.value + margin:
+        return best, False
+    return baseline, True

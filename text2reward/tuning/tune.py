@@ -19,7 +19,7 @@ RUNNING was left by a dead process, and is settled as study.py says.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +33,10 @@ from text2reward.runs.store import STOP_FILE, RunConfig, RunStore
 from text2reward.training.job import TRAIN_DIR, TrainJob
 from text2reward.training.pool import JobDisplay, JobOutcome, job_done, run_jobs
 from text2reward.tuning.constants import Constant, constants_diff, find_constants, require_tunable, rewrite
-from text2reward.tuning.objective import objective
+from text2reward.tuning.objective import curve_objective
 from text2reward.tuning.pruning import TrialPruner
 from text2reward.tuning.space import baseline_params, suggest
-from text2reward.tuning.study import STUDY_FILE, counted, open_study, settle_orphans, trial_dir
+from text2reward.tuning.study import STUDY_FILE, counted, open_study, pick_winner, settle_orphans, trial_dir
 
 Progress = Callable[[str], None]
 TUNED_SUFFIX = "-tuned"
@@ -98,7 +98,7 @@ class Tuner:
     """One candidate's tuning: the study, its trials in batches, and the winner."""
 
     def __init__(self, store: RunStore, parent: Candidate, steps: int | None, say: Progress, display: JobDisplay | None,
-                 runner: Callable[..., list[JobOutcome]] | None = None):
+                 runner: Callable[..., list[JobOutcome]] | None = None, min_gain: float | None = None):
         self.store, self.parent, self.say, self.display = store, parent, say, display
         self.config = store.config()
         if self.config.task_file:
@@ -109,12 +109,19 @@ class Tuner:
         self.space: list[Constant] = self.found.tunable
         self.dir = store.tune_dir(parent["id"])
         self.episodes = eval_episodes(self.config, self.task)
+        self.margin = default_margin(self.episodes) if min_gain is None else float(min_gain)
+        """How far a trial must score above the parent's constants to replace them (study.pick_winner)."""
         self.steps = steps
         self.runner = runner or local_runner(self.config)
         self.study: Any = None
 
-    def score(self, point: Mapping[str, Any]) -> float:
-        return objective(point, self.episodes)
+    def score(self, result: Mapping[str, Any]) -> float:
+        """A finished trial's objective: its whole curve over the trial budget (tuning/objective.py)."""
+        return curve_objective(result["curve"], self.episodes, self.steps)
+
+    def score_curve(self, curve: Sequence[Mapping[str, Any]]) -> float:
+        """A running trial's objective so far, for the pruner: over the steps it has trained."""
+        return curve_objective(curve, self.episodes)
 
     # --- the study -------------------------------------------------------------------------------------
     def open(self, trials: int) -> None:
@@ -171,7 +178,7 @@ class Tuner:
         jobs = [self.job(trial.number, suggest(trial, self.space)) for trial in asked]
         names = [f"trial {trial.number}" for trial in asked]
         by_dir = {job.out_dir: (name, trial) for job, name, trial in zip(jobs, names, asked)}
-        pruner = TrialPruner(dict(zip(names, asked)), self.score)
+        pruner = TrialPruner(dict(zip(names, asked)), self.score_curve)
 
         def on_done(outcome: JobOutcome) -> None:
             name, trial = by_dir[outcome.job.out_dir]
@@ -211,7 +218,7 @@ class Tuner:
         if not complete:
             raise Text2RewardError(f"no trial of {self.parent['id']} completed (pruned or failed: see "
                                    f"{self.dir}/trial_*/worker.log); rerun with more --trials or a larger --steps")
-        best = max(complete, key=lambda t: (t.value, -t.number))
+        best, kept_parent = pick_winner(complete, self.margin)
         folder = trial_dir(self.dir, best.number)
         record = job_done(folder)
         if record is None:
@@ -226,6 +233,7 @@ class Tuner:
             "study": self.store.relative(self.dir / STUDY_FILE), "study_name": self.parent["id"],
             "trials": len(states), "complete": states.count(TrialState.COMPLETE), "pruned": states.count(TrialState.PRUNED),
             "failed": states.count(TrialState.FAIL), "trial": best.number, "objective": float(best.value),
+            "margin": self.margin, "kept_parent": kept_parent,
             "steps": self.steps, "warnings": list(self.found.warnings),
             "constants_diff": constants_diff(self.found.values(), tuned_values),
         }
@@ -243,22 +251,32 @@ class Tuner:
         return self.store.write_candidate(candidate)
 
 
+def default_margin(episodes: int) -> float:
+    """One evaluation episode's worth of success, on average over the curve: below that a trial's lead over the
+    parent's constants is within what one training seed to the next moves it."""
+    return 1.0 / max(1, episodes)
+
+
 def tune_candidate(store: RunStore, candidate_id: str | None, trials: int, steps: int | None = None,
                    progress: Progress | None = None, display: JobDisplay | None = None,
-                   runner: Callable[..., list[JobOutcome]] | None = None) -> Candidate:
+                   runner: Callable[..., list[JobOutcome]] | None = None, min_gain: float | None = None) -> Candidate:
     """Tune a candidate's constants (None: the run's best untuned candidate) over `trials` finished trials of `steps`
     training steps each (None: the run's budget, or the budget an existing study was started with), and write the
-    winner as candidate `<id>-tuned`. Resumes the candidate's study: finished trials count and are never redone.
+    winner as candidate `<id>-tuned`: the best trial when it scores `min_gain` above the parent's own constants
+    (None: one evaluation episode's worth of success, `default_margin`), else those constants, kept. Resumes the
+    candidate's study: finished trials count and are never redone.
     `runner` (the loop's `run_jobs`) runs a batch of jobs; by default the run's executor. The caller holds the run's
     lock. Model code runs only in the training jobs' sandbox."""
     if trials < 1:
         raise ConfigError(f"--trials must be at least 1, got {trials}")
     if steps is not None and steps <= 0:
         raise ConfigError(f"--steps must be positive, got {steps}")
+    if min_gain is not None and not 0 <= min_gain <= 1:
+        raise ConfigError(f"--min-gain is a success rate between 0 and 1, got {min_gain}")
     from text2reward.sandbox import active_isolation
 
     parent = parent_candidate(store, candidate_id)
-    tuner = Tuner(store, parent, steps, progress or (lambda message: None), display, runner)
+    tuner = Tuner(store, parent, steps, progress or (lambda message: None), display, runner, min_gain)
     active_isolation()  # fail closed before any trial trains
     return tuner.run(trials)
 
