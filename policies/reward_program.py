@@ -7,7 +7,6 @@ Why one small protocol: the wrapper, the evaluator and the sandbox all call a re
 from __future__ import annotations
 
 import ast
-import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,44 +86,18 @@ class ExpertReward:
 
     name: str = "expert"
     isolation: str = "none needed: the environment's own reward"
-    batch_agrees: weakref.WeakKeyDictionary[Any, bool] = field(default_factory=weakref.WeakKeyDictionary, init=False, repr=False,
-                                                              compare=False)
-    """Per env relabelled (HER): whether its `compute_reward` on a batch agrees with its one-goal form."""
 
     def __call__(self, view: Any, action: np.ndarray, native_reward: float, step_success: bool) -> tuple[float, dict[str, float]]:
         return native_reward, {"expert": native_reward}
 
     def relabel(self, achieved: np.ndarray, desired: np.ndarray, infos: Any, task: Any, env: Any) -> np.ndarray:
         """The env's own goal-conditioned reward (Gymnasium-Robotics' `compute_reward`: for Fetch minus the distance),
-        the function its step reward is computed with, one goal at a time. Batched where the env's batched form gives
-        the same numbers: the first batch an env relabels is scored both ways, and an env whose batch disagrees (or
-        fails) is scored row by row from then on (Gymnasium-Robotics' pen overwrites the third goal's row instead of
-        every goal's z angle, so its batched dense reward is wrong; its batched success test too: sim_envs.shadow_tasks)."""
-        unwrapped = env.unwrapped
-        compute = getattr(unwrapped, "compute_reward", None)
+        the function its step reward is computed with, on the whole batch at once (every env a task builds scores a
+        batch as it scores each goal: the pen's is fixed where it is built, sim_envs.shadow_tasks.make_shadow_env)."""
+        compute = getattr(env.unwrapped, "compute_reward", None)
         if compute is None:
             raise ConfigError(f"task {task.id}'s env has no compute_reward, so its expert reward cannot be relabelled; use --reward sparse --her")
-        achieved, desired = np.asarray(achieved), np.asarray(desired)
-        if achieved.ndim == 1:  # one goal: the env's own call
-            return np.asarray(compute(achieved, desired, infos), dtype=np.float64)
-        count = len(achieved)
-        rows = infos if isinstance(infos, (list, tuple, np.ndarray)) and len(infos) == count else [infos] * count
-
-        def one_by_one() -> np.ndarray:
-            return np.array([float(compute(achieved[i], desired[i], rows[i])) for i in range(count)], dtype=np.float64)
-
-        agrees = self.batch_agrees.get(unwrapped)
-        if agrees is False:
-            return one_by_one()
-        try:
-            batched = np.asarray(compute(achieved, desired, infos), dtype=np.float64).reshape(count)
-        except (IndexError, ValueError):
-            batched = None
-        if agrees is None:
-            exact = one_by_one()
-            self.batch_agrees[unwrapped] = batched is not None and bool(np.allclose(batched, exact))
-            return exact
-        return batched if batched is not None else one_by_one()
+        return np.asarray(compute(np.asarray(achieved), np.asarray(desired), infos), dtype=np.float64)
 
 
 @dataclass

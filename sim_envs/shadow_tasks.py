@@ -15,8 +15,9 @@ below `rotation_threshold` (0.1 rad). The angle is Gymnasium-Robotics' own: it d
 same orientation written with the opposite sign is 2*pi - angle away. For the pen the z Euler angle of the
 achieved orientation is replaced by the goal's first (`ignore_z_target_rotation`). Gymnasium-Robotics does that
 replacement with `euler_a[2] = euler_b[2]`, which on a batch overwrites the third goal's row instead of every
-goal's z: its batched pen test is wrong, so `goal_success` does the replacement per goal (what its single-goal
-test does) and the tests compare against the single-goal test.
+goal's z: its batched pen distance is wrong (and with it the batched dense reward and success test HER relabels
+with). `goal_success` does the replacement per goal (what its single-goal test does), and `make_shadow_env` gives
+the pen env the same per-goal distance, so its own `compute_reward` is right on batches too.
 """
 
 import weakref
@@ -268,6 +269,25 @@ def pose_distances(achieved: np.ndarray, desired: np.ndarray, ignore_z: bool = F
     return d_pos.reshape(batch), d_rot.reshape(batch)
 
 
+def make_shadow_env(gym_id: str, ignore_z: bool = False, **kwargs: Any) -> Any:
+    """Gymnasium-Robotics' env `gym_id` (make_gymnasium_robotics_env's arguments); with `ignore_z` (the pen) its
+    `_goal_distance` is replaced by `pose_distances`, which keeps the env's single-goal numbers and fixes its batched
+    ones (see the module docstring): its `compute_reward` and `_is_success` then judge each relabelled goal as
+    the env judges the one it steps with."""
+    env = make_gymnasium_robotics_env(gym_id, **kwargs)
+    if ignore_z:
+        raw = env.unwrapped
+        if not raw.ignore_z_target_rotation:
+            raise ValueError(f"{gym_id} does not ignore the z rotation; build it without ignore_z")
+
+        def goal_distance(goal_a: np.ndarray, goal_b: np.ndarray) -> tuple[Any, Any]:
+            d_pos, d_rot = pose_distances(goal_a, goal_b, ignore_z=True)
+            return d_pos[()], d_rot[()]  # one goal: numpy scalars, as the env's own
+
+        raw._goal_distance = goal_distance
+    return env
+
+
 def pose_within(achieved: np.ndarray, desired: np.ndarray, distance: float, angle: float, ignore_z: bool = False) -> np.ndarray:
     """The manipulate tasks' `_is_success` on batches of 7-number poses: position within `distance` m and rotation
     within `angle` rad (strict `<`, like the env)."""
@@ -317,7 +337,7 @@ def shadow_tasks() -> list[Task]:
                 id=f"shadow/{name}",
                 family="shadow",
                 description=spec.description,
-                env_factory=partial(make_gymnasium_robotics_env, spec.gym_id),
+                env_factory=partial(make_shadow_env, spec.gym_id, ignore_z=spec.ignore_z),
                 view_class=ShadowReachView if reach else ShadowManipulateView,
                 read_view=read_shadow_reach_view if reach else read_shadow_manipulate_view,
                 is_success=shadow_success,

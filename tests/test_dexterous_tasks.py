@@ -372,7 +372,9 @@ def test_goal_success_equals_gymnasium_robotics_on_relabelled_goals(task_id: str
     np.testing.assert_array_equal(task.goal_success(achieved.reshape(4, -1, achieved.shape[-1]), desired.reshape(4, -1, desired.shape[-1])).ravel(), ours)
     assert bool(task.goal_success(achieved[-1], desired[-1])) is True
 
-    sparse = gym.make(task.env_factory.args[0].replace("Dense", ""))  # the sparse variant: compute_reward = success - 1
+    # the sparse variant (compute_reward = success - 1), built as the task builds its env (the pen's batch fixed)
+    sparse = task.env_factory.func(task.env_factory.args[0].replace("Dense", ""), **task.env_factory.keywords)
+    dense = task.make_env()
     try:
         raw = sparse.unwrapped
         assert raw.reward_type == "sparse"
@@ -380,10 +382,20 @@ def test_goal_success_equals_gymnasium_robotics_on_relabelled_goals(task_id: str
         rewards = np.array([raw.compute_reward(a, d, {}) for a, d in zip(achieved, desired)])
         np.testing.assert_array_equal(ours, single)
         np.testing.assert_array_equal(ours.astype(np.float32) - 1.0, rewards)
-        if task_id != "shadow/pen":  # its batched test replaces only the third goal's z angle (see shadow_tasks.py)
-            np.testing.assert_array_equal(ours.astype(np.float32) - 1.0, raw.compute_reward(achieved, desired, {}))
+        np.testing.assert_array_equal(ours.astype(np.float32) - 1.0, raw.compute_reward(achieved, desired, {}))
+        # the dense reward HER relabels the expert reward with: the batch scored as each goal is, one by one
+        per_goal = np.array([dense.unwrapped.compute_reward(a, d, {}) for a, d in zip(achieved, desired)])
+        relabelled = ExpertReward().relabel(achieved, desired, [{}] * len(achieved), task, dense)
+        np.testing.assert_allclose(relabelled, per_goal, rtol=0, atol=1e-12)
     finally:
         sparse.close()
+        dense.close()
+    if task_id == "shadow/pen":  # Gymnasium-Robotics' own batch replaces only the third goal's z angle: wrong
+        upstream = gym.make("HandManipulatePen-v1")
+        try:
+            assert not np.array_equal(ours.astype(np.float32) - 1.0, upstream.unwrapped.compute_reward(achieved, desired, {}))
+        finally:
+            upstream.close()
 
 
 def test_goal_success_thresholds_are_the_envs() -> None:
