@@ -301,6 +301,7 @@ def test_tune_three_trials_writes_study_winner_and_diff(trained_run, tmp_path):
     # the CLI printed the diff table and the winner's success; the report and the dashboard show the diff
     assert "K_REACH" in result.stdout and "W_SUCCESS" in result.stdout and "winner: trial" in result.stdout
     assert f"success {tuned['training']['success_rate']:.2f}" in result.stdout
+    assert ("no trial beat the parent's own constants" in result.stdout) == kept
     report = (store.root / "report.md").read_text()
     assert "## Tuned constants: r0-s0-tuned (from r0-s0)" in report and "| K_REACH | 5 |" in report
     view = load_run(store, url_for=lambda path: None)
