@@ -161,10 +161,11 @@ def summarise(attempts: list[Attempt], tasks: list[str]) -> None:
                   f"{statistics.median(a.seconds for a in mine):,.0f} |")
         if "plain" in means and "tuned" in means and means["tuned"] > means["plain"]:
             raised.append(task)
-        tuned = [a for a in attempts if a.task == task and a.arm == "tuned"]
-        kept = sum(bool(a.detail.get("tuning", {}).get("kept_parent")) for a in tuned)
-        if tuned:
-            print(f"| {task} | (tuning) | {kept}/{len(tuned)} kept the parent's constants | | | |")
+        studies = [a.detail.get("tuning", {}) for a in attempts if a.task == task and a.arm == "tuned"]
+        unchanged = sum(all(c["ratio"] == 1 for c in s.get("constants_diff", [])) for s in studies)
+        by_margin = sum(bool(s.get("kept_parent")) for s in studies)
+        if studies:
+            print(f"| {task} | (tuning) | parent's constants won {unchanged}/{len(studies)} studies ({by_margin} by the margin) | | | |")
     print(f"\ntuning raised the plain reward's mean final success on {len(raised)} task(s): {', '.join(raised) or 'none'}")
 
 
