@@ -18,6 +18,7 @@ from sim_envs.camera import CameraModel, CameraShot, shoot, surface_below
 from sim_envs.task import KeypointSetup, Task
 from text2reward.errors import ConfigError
 from text2reward.keypoints.answer import KeypointAnswer, KeypointReplyError, PixelPoint
+from text2reward.runs.keypoint_record import Keypoint
 
 BACKGROUND_DEPTH = 10.0
 """Metres: a pixel deeper than this shows no surface of the scene (the sky or the far plane)."""
@@ -68,31 +69,6 @@ def observe(task: Task, seed: int = 0, camera: str | None = None, size: int = 48
     finally:
         env.close()
     return Scene(task.id, seed, shot, anchors, effector, truths)
-
-
-@dataclass(frozen=True)
-class Keypoint:
-    """One keypoint in the world: where it was pointed, where it lifted to, and what it moves with."""
-
-    name: str
-    pixel: tuple[float, float]
-    height: float
-    world: tuple[float, float, float]
-    """Metres, world frame, in the first state."""
-    anchor: str | None = None
-    offset: tuple[float, float, float] | None = None
-    """world - the anchor's position in the first state: the reward puts the keypoint at anchor + offset."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "pixel": list(self.pixel), "height": self.height, "world": list(self.world),
-                "anchor": self.anchor, "offset": list(self.offset) if self.offset is not None else None}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Keypoint:
-        offset = data.get("offset")
-        return cls(str(data["name"]), (float(data["pixel"][0]), float(data["pixel"][1])), float(data.get("height", 0.0)),
-                   (float(data["world"][0]), float(data["world"][1]), float(data["world"][2])), data.get("anchor"),
-                   (float(offset[0]), float(offset[1]), float(offset[2])) if offset is not None else None)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """A run's keypoints as a report reads them: `keypoints/keypoints.json` checked field by field, and formatted.
 
 Why here and not in text2reward.keypoints: the report and the dashboard read runs only (the dashboard may not import
-a stage), and a hand-edited or cut file must read as "no keypoints", never fail a report or a page.
+a stage), and a hand-edited or cut file must read as "no keypoints", never fail a report or a page. The point record
+(`Keypoint`) lives here too, so the stage that writes the file and the display that reads it share one schema.
 """
 
 from __future__ import annotations
@@ -21,14 +22,29 @@ REPLY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
 @dataclass(frozen=True)
-class KeypointRow:
-    """One keypoint as a person reads it: where it was pointed, where it lifted to, what it moves with."""
+class Keypoint:
+    """One keypoint in the world: where it was pointed, where it lifted to, and what it moves with. The record of a
+    point in keypoints.json, written by the keypoint stage (keypoints.scene) and read back by it and by a run's display."""
 
     name: str
     pixel: tuple[float, float]
     height: float
     world: tuple[float, float, float]
-    anchor: str | None
+    """Metres, world frame, in the first state."""
+    anchor: str | None = None
+    offset: tuple[float, float, float] | None = None
+    """world - the anchor's position in the first state: the reward puts the keypoint at anchor + offset."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "pixel": list(self.pixel), "height": self.height, "world": list(self.world),
+                "anchor": self.anchor, "offset": list(self.offset) if self.offset is not None else None}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Keypoint:
+        """A point as `to_dict` wrote it; a malformed one raises KeyError, TypeError or ValueError."""
+        anchor, offset = data.get("anchor"), data.get("offset")
+        return cls(str(data["name"]), _pair(data["pixel"]), float(data.get("height") or 0.0), _triple(data["world"]),
+                   None if anchor is None else str(anchor), None if offset is None else _triple(offset))
 
 
 @dataclass(frozen=True)
@@ -42,7 +58,7 @@ class KeypointRecord:
     height: int
     fovy_degrees: float
     camera_position: tuple[float, float, float]
-    points: tuple[KeypointRow, ...]
+    points: tuple[Keypoint, ...]
     effector: tuple[float, float, float] | None
     reason: str
     replies: tuple[str, ...]
@@ -72,12 +88,6 @@ def _triple(value: Any) -> tuple[float, float, float]:
     return float(value[0]), float(value[1]), float(value[2])
 
 
-def _keypoint_row(point: Any) -> KeypointRow:
-    anchor = point.get("anchor")
-    return KeypointRow(str(point["name"]), _pair(point["pixel"]), float(point.get("height") or 0.0), _triple(point["world"]),
-                       None if anchor is None else str(anchor))
-
-
 def parse_keypoints(data: Any) -> KeypointRecord | None:
     """The keypoints a run was given, or None when `data` (keypoints.json as loaded) is not their record."""
     try:
@@ -87,7 +97,7 @@ def parse_keypoints(data: Any) -> KeypointRecord | None:
         return KeypointRecord(
             source=str(found["source"]), seed=int(found.get("seed") or 0), camera=str(camera["name"]),
             width=int(camera["width"]), height=int(camera["height"]), fovy_degrees=float(camera["fovy_degrees"]),
-            camera_position=_triple(camera["position"]), points=tuple(_keypoint_row(p) for p in found["points"]),
+            camera_position=_triple(camera["position"]), points=tuple(Keypoint.from_dict(p) for p in found["points"]),
             effector=_triple(found["effector"]) if found.get("effector") is not None else None,
             reason=" ".join(str(found.get("reason") or "").split()),
             replies=tuple(name for name in replies if REPLY_NAME.match(name)),
