@@ -25,6 +25,7 @@ from text2reward.tuning.objective import curve_objective, objective, squash
 from text2reward.tuning.pruning import TrialPruner
 from text2reward.tuning.space import baseline_params, suggest
 from text2reward.tuning.study import STUDY_FILE, counted, open_study
+from text2reward.tuning.tune import tune_candidate
 
 TINY = {"learning_starts": 50, "batch_size": 32}
 
@@ -363,6 +364,8 @@ def test_cli_refuses_a_program_without_constants_and_an_unknown_candidate(traine
         "error: candidate r0-s0's reward has no UPPER_CASE numeric constants to tune; put weights, scales and thresholds in "
         "module-level constants like W_REACH = 1.0 (a comment `# range: 0.1..10` bounds one)"]
     assert not store.tune_dir("r0-s0").exists()  # nothing trained, no study
+    with pytest.raises(ConfigError, match=r"^--min-gain is a success rate between 0 and 1, got 2"):
+        tune_candidate(store, "r0-s0", 3, min_gain=2)
     result = t2r("tune", store.run_id, "--candidate", "r3-s9", "--trials", 3, "--runs-dir", tmp_path, timeout=120)
     assert result.returncode == 1 and "has no candidate 'r3-s9'; its trained candidates are r0-s0" in result.stderr
 
