@@ -77,8 +77,13 @@ class SuccessEvalCallback(BaseCallback):
         stop_at_success: float | None = None,
         on_eval: Callable[[dict[str, Any]], None] | None = None,
         stop_file: str | Path | None = None,
+        peak_model_path: str | Path | None = None,
     ):
         super().__init__()
+        self.peak_model_path = Path(peak_model_path) if peak_model_path else None
+        """Where the policy of the best evaluation so far is saved (the first to reach it), for analysing a peak
+        that training later lost; `peak` says which evaluation it was."""
+        self.peak: dict[str, Any] | None = None
         self.eval_env, self.eval_freq, self.episodes, self.seed = eval_env, eval_freq, episodes, seed
         self.stop_at_success = stop_at_success
         self.on_eval = on_eval
@@ -120,10 +125,16 @@ class SuccessEvalCallback(BaseCallback):
             "wall_seconds": round(time.perf_counter() - self._start, 2),
             "success_rate": result.success_rate,
             "mean_return": result.mean_return,
+            "std_return": result.std_return,
             "mean_native_return": result.mean_native_return,
             "mean_length": result.mean_length,
+            "episodes": len(result.episodes),
         }
         self.curve.append(point)
+        if self.peak_model_path is not None and (self.peak is None or point["success_rate"] > self.peak["success_rate"]):
+            self.model.save(self.peak_model_path)
+            self.peak = {"steps": point["steps"], "success_rate": point["success_rate"], "episodes": point["episodes"],
+                         "model_path": str(self.peak_model_path)}
         for key in ("success_rate", "mean_return", "mean_native_return", "mean_length"):
             self.logger.record(f"eval/{key}", point[key])
         self.logger.dump(self.num_timesteps)

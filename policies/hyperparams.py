@@ -27,6 +27,10 @@ class Hyperparams:
     n_envs: int = 1
     eval_freq: int = 2000
     eval_episodes: int = 5
+    final_eval_episodes: int = 30
+    """Episodes of the evaluation after training, the one candidates are ranked by (at least `eval_episodes`; an
+    `--eval-episodes` flag sets every evaluation, this one included, unless `--hp final_eval_episodes` is given).
+    30 by benchmarks/feedback_fidelity.py's rank agreement; it costs a few % of a training run (RESULTS.md)."""
     checkpoint_freq: int = 10000
     algo_kwargs: dict[str, Any] = field(default_factory=dict)
     policy_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -49,7 +53,8 @@ def load_hyperparams(family: str, algo: str | None = None, overrides: dict[str, 
         if get_algorithm(algo).family == get_algorithm(params.algo).family:
             params = carry_settings(params, algo)
         else:
-            params = Hyperparams(algo=algo, n_envs=params.n_envs, eval_freq=params.eval_freq, eval_episodes=params.eval_episodes)
+            params = Hyperparams(algo=algo, n_envs=params.n_envs, eval_freq=params.eval_freq, eval_episodes=params.eval_episodes,
+                                 final_eval_episodes=params.final_eval_episodes)
     check_overrides(params.algo, overrides or {})
     for key, value in (overrides or {}).items():
         if hasattr(params, key):
@@ -66,7 +71,7 @@ def carry_settings(params: Hyperparams, algo: str) -> Hyperparams:
     policy_accepts = inspect.signature(target.policy_aliases[params.policy].__init__).parameters
     return Hyperparams(
         algo=algo, policy=params.policy, n_envs=params.n_envs, eval_freq=params.eval_freq, eval_episodes=params.eval_episodes,
-        checkpoint_freq=params.checkpoint_freq,
+        final_eval_episodes=params.final_eval_episodes, checkpoint_freq=params.checkpoint_freq,
         algo_kwargs={key: value for key, value in params.algo_kwargs.items() if key in accepted},
         policy_kwargs={key: value for key, value in params.policy_kwargs.items() if key in policy_accepts},
         her=params.her, her_kwargs=dict(params.her_kwargs),

@@ -29,6 +29,8 @@ from sim_envs.task import Task
 
 RESULT_FILE = "result.json"
 MODEL_FILE = "model.zip"
+PEAK_MODEL_FILE = "peak_model.zip"
+"""The policy of the best evaluation during training (the first to reach it), beside the final one."""
 EVAL_SEED_OFFSET = 10_000  # evaluation placements never coincide with training resets
 
 
@@ -57,13 +59,21 @@ class TrainResult:
     eval_freq: int = 0
     """Env steps between success evaluations, as used (a flag, or the family's YAML)."""
     eval_episodes: int = 0
-    """Episodes per evaluation, the final one included, as used."""
+    """Episodes per evaluation during training, as used."""
+    final_eval_episodes: int = 0
+    """Episodes of the final evaluation (`success_rate`, `final_eval`), as used; 0 in older results: `eval_episodes`."""
+    peak: dict[str, Any] | None = None
+    """The best evaluation during training: {steps, success_rate, episodes, model_path} (its policy, `PEAK_MODEL_FILE`)."""
     n_envs: int = 1
     stop_at_success: float | None = None
     torch_threads: int = 1
     reward_isolation: str = ""
     """How the reward ran: a jail (model code), in-process (trusted), or built in."""
     reward_failure: str | None = None
+    reward_failure_cause: str | None = None
+    """"reward" (its code broke the contract or a limit) or "machine" (its process was stopped or killed from outside)."""
+    reward_failure_numbers: str = ""
+    """The sandbox's account of a stopped call: CPU, blocked, wall and waiting-for-a-CPU times."""
     """Why training stopped early: the reward broke a limit or failed (the curve so far is kept)."""
     stopped_early: dict[str, Any] | None = None
     """Training ended before its budget by choice: `kind` "success" (the evaluation reached `stop_at_success`)
@@ -154,6 +164,7 @@ def train(
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ConfigError(f"{flag} must be a positive whole number, got {value!r}")
     eval_freq, eval_episodes = params.eval_freq, params.eval_episodes
+    final_episodes = final_eval_episodes(config, params)
     mode = require_program(config.reward_mode, config.reward)
     params.her = resolve_her(config.her, params.her, task, params.algo, callable(getattr(reward_fn, "relabel", None)), mode)
     if params.her:  # the buffer swaps the goal in the dict observation, so the policy reads the dict
@@ -179,13 +190,13 @@ def train(
     components = ComponentStatsCallback(log_every=max(1000, eval_freq // 2))
     evaluator = SuccessEvalCallback(
         eval_env, eval_freq, eval_episodes, config.seed + EVAL_SEED_OFFSET, config.stop_at_success, on_eval,
-        stop_file=config.stop_file,
+        stop_file=config.stop_file, peak_model_path=out / PEAK_MODEL_FILE,
     )
     checkpoints = CheckpointCallback(
         save_freq=max(params.checkpoint_freq // params.n_envs, 1), save_path=str(out / "checkpoints"), name_prefix="model"
     )
     start = time.perf_counter()
-    failure = None
+    failure, failure_error = None, None
     try:
         try:
             model.learn(
@@ -195,15 +206,15 @@ def train(
                 tb_log_name="run",
             )
         except RewardProgramError as exc:  # the reward broke a limit: keep what was learned so far
-            failure = str(exc)
+            failure, failure_error = str(exc), exc
         wall = time.perf_counter() - start
         model.save(out / MODEL_FILE)
         if failure is not None:  # the reward can no longer be called; the success test needs none
             eval_env.close()
             eval_env = make_task_env(task, SparseReward(), seed=config.seed + EVAL_SEED_OFFSET, flatten=flatten)
         if on_phase is not None:  # the last evaluation can take as long as a stretch of training: say so
-            on_phase(f"final evaluation ({eval_episodes} episode{'s' if eval_episodes != 1 else ''})")
-        final = evaluate(eval_env, model_actor(model), eval_episodes, seed=config.seed + EVAL_SEED_OFFSET)
+            on_phase(f"final evaluation ({final_episodes} episode{'s' if final_episodes != 1 else ''})")
+        final = evaluate(eval_env, model_actor(model), final_episodes, seed=config.seed + EVAL_SEED_OFFSET)
     finally:
         train_env.close()
         eval_env.close()
@@ -214,8 +225,10 @@ def train(
                 "wall_seconds": round(wall, 2),
                 "success_rate": final.success_rate,
                 "mean_return": final.mean_return,
+                "std_return": final.std_return,
                 "mean_native_return": final.mean_native_return,
                 "mean_length": final.mean_length,
+                "episodes": len(final.episodes),
             }
         )
     result = TrainResult(
@@ -240,18 +253,39 @@ def train(
         requested_steps=int(steps),
         eval_freq=int(eval_freq),
         eval_episodes=int(eval_episodes),
+        final_eval_episodes=int(final_episodes),
+        peak=evaluator.peak,
         n_envs=int(params.n_envs),
         stop_at_success=config.stop_at_success,
         torch_threads=int(config.torch_threads),
         reward_isolation=str(getattr(reward_fn, "isolation", "")),
         reward_failure=failure,
+        reward_failure_cause=failure_error.cause if failure_error is not None else None,
+        reward_failure_numbers=failure_error.numbers if failure_error is not None else "",
         stopped_early=evaluator.stopped,
         her=params.her,
     )
     write_json_atomic(out / RESULT_FILE, result.to_dict())
-    if failure is not None:
-        raise RewardProgramError(f"{failure} (training stopped at step {result.steps}; the partial curve is in {out / RESULT_FILE})")
+    if failure_error is not None:
+        error = type(failure_error)(f"{failure} (training stopped at step {result.steps}; the partial curve is in {out / RESULT_FILE})")
+        error.numbers = failure_error.numbers
+        raise error
     return result
+
+
+def final_eval_episodes(config: TrainConfig, params: Hyperparams) -> int:
+    """Episodes of the final evaluation: `--hp final_eval_episodes` when given; else an `--eval-episodes` flag (which
+    sets every evaluation, this one included); else the family's `final_eval_episodes`, never fewer than its
+    `eval_episodes`."""
+    if "final_eval_episodes" in config.overrides:
+        episodes = params.final_eval_episodes
+    elif config.eval_episodes is not None:
+        episodes = config.eval_episodes
+    else:
+        episodes = max(params.final_eval_episodes, params.eval_episodes)
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes <= 0:
+        raise ConfigError(f"--hp final_eval_episodes must be a positive whole number, got {episodes!r}")
+    return episodes
 
 
 def load_policy(path: str | Path) -> tuple[Any, dict[str, Any]]:

@@ -21,6 +21,19 @@ class TaskFileError(Text2RewardError):
 class RewardProgramError(Text2RewardError):
     """Reward code that does not meet the `compute_dense_reward` contract."""
 
+    numbers = ""
+    """The sandbox's account of a stopped call (CPU, blocked, wall and waiting times), for people; never for the model."""
+
+    cause = "reward"
+    """Whose doing the failure was: "reward" (its code), or "machine" for `RewardStoppedByMachine`."""
+
+
+class RewardStoppedByMachine(RewardProgramError):
+    """The reward's process was stopped by something other than its own code (starved or stopped past the wall
+    backstop, killed from outside): training with it may be retried, and the model is never told it erred."""
+
+    cause = "machine"
+
 
 class ConfigError(Text2RewardError):
     """A bad option, budget or configuration value."""

@@ -91,11 +91,11 @@ def nail_driven(view: SawyerView, TRAVEL: float) -> bool:
     return bool(view.obj2.position[1] - view.obj2.init_position[1] > TRAVEL)
 
 
-def lever_upright(view: SawyerView, ANGLE: float, MAX_ERROR: float, HINGE_DX: float, HINGE_DZ: float) -> bool:
+def lever_upright(view: SawyerView, ANGLE: float, MAX_ERROR: float, HINGE_DY: float, HINGE_DZ: float) -> bool:
     """the lever's angle within {MAX_ERROR} rad of {ANGLE} rad (upright): with p = `obj.position` (the lever's end) and its
-    hinge h = `obj.init_position` + [{HINGE_DX}, 0, {HINGE_DZ}], the angle atan2(p[2] - h[2], h[1] - p[1]) (0 when the
+    hinge h = `obj.init_position` (the end's start) + [0, {HINGE_DY}, {HINGE_DZ}], the angle atan2(p[2] - h[2], h[1] - p[1]) (0 when the
     lever points towards -y, pi/2 when it points straight up) satisfies |angle - {ANGLE}| <= {MAX_ERROR}"""
-    position, hinge = view.obj.position, view.obj.init_position + np.array([HINGE_DX, 0.0, HINGE_DZ])
+    position, hinge = view.obj.position, view.obj.init_position + np.array([0.0, HINGE_DY, HINGE_DZ])
     angle = math.atan2(position[2] - hinge[2], hinge[1] - position[1])
     return abs(angle - ANGLE) <= MAX_ERROR
 
@@ -185,7 +185,7 @@ METAWORLD_RULES: dict[str, SuccessRule] = {
     "handle-press": rule(object_z_within, DISTANCE=0.02),
     "handle-pull-side": rule(object_within, DISTANCE=0.08),
     "handle-pull": rule(object_z_within, DISTANCE=0.05),
-    "lever-pull": rule(lever_upright, ANGLE=math.pi / 2, MAX_ERROR=math.pi / 24, HINGE_DX=0.12, HINGE_DZ=0.25),
+    "lever-pull": rule(lever_upright, ANGLE=math.pi / 2, MAX_ERROR=math.pi / 24, HINGE_DY=0.2, HINGE_DZ=0.00018),
     "pick-place-wall": rule(object_within, DISTANCE=0.07),
     "pick-out-of-hole": rule(object_within, DISTANCE=0.07),
     "pick-place": rule(object_within, DISTANCE=0.07),

@@ -51,7 +51,9 @@ class SawyerObject:
 
     position: np.ndarray = attr("(3,) position of the object's tracked point (see the task notes)")
     quaternion: np.ndarray = attr("(4,) orientation quaternion in MetaWorld's order for this object (zeros if untracked)")
-    init_position: np.ndarray = attr("(3,) where MetaWorld placed the object at reset (its obj_init_pos)")
+    init_position: np.ndarray = attr(
+        "(3,) position at the start of the episode: the same tracked point as `position`, in the first state "
+        "(not MetaWorld's obj_init_pos, which for many tasks is another point of the object)")
 
 
 @dataclass(slots=True)
@@ -163,12 +165,33 @@ def _fresh_seed() -> int:
 
 
 class MetaWorldSeeding(gym.Wrapper):
-    """Honour `reset(seed=...)`: MetaWorld's own reset ignores the seed argument."""
+    """Honour `reset(seed=...)` (MetaWorld's own reset ignores the seed argument), and return the state reset made.
+
+    Why the second part: MetaWorld's reset moves the object's body (`model.body_pos`) after its last physics
+    step and reads the observation without recomputing the kinematics, so in dial-turn, drawer-open, faucet-open,
+    lever-pull and window-open/-close the first observation (and a view read then) shows the object where the
+    previous placement left it, 7-22 cm from where it is (the first step then "moves" it there). Recomputing the
+    kinematics (`mj_forward`: positions from qpos; no time passes, nothing moves) makes the first observation true.
+    """
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        env = cast("SawyerXYZEnv", self.env.unwrapped)
         if seed is not None:
-            cast("SawyerXYZEnv", self.env.unwrapped).seed(seed)
-        return self.env.reset(options=options)
+            env.seed(seed)
+        _, info = self.env.reset(options=options)
+        return settled_observation(env), info
+
+
+def settled_observation(env: Any) -> np.ndarray:
+    """The observation of the state MetaWorld's reset left, with its kinematics computed (see MetaWorldSeeding).
+
+    Laid out as MetaWorld's reset lays it out: the current frame twice (no previous frame yet), then the goal.
+    """
+    import mujoco
+
+    mujoco.mj_forward(env.model, env.data)
+    env._prev_obs = env._get_curr_obs_combined_no_goal()
+    return np.asarray(env._get_obs(), dtype=np.float64)
 
 
 def _object(position: np.ndarray, quaternion: np.ndarray, init_position: np.ndarray) -> SawyerObject:
@@ -275,10 +298,11 @@ def read_sawyer_view(env: Any, previous: SawyerView | None) -> SawyerView:
     openness = float(min(max(fingers / 0.1, 0.0), 1.0))  # = np.clip(fingers / 0.1, 0, 1), without its ~3 µs
     if previous is None:
         quaternions = np.asarray(env._get_quat_objects(), dtype=np.float64)
-        obj_init = positions[:3] if env.obj_init_pos is None else np.asarray(env.obj_init_pos)[:3]
         init_ee, init_hand = frozen(env.init_tcp), frozen(env.hand_init_pos)
         init_left, init_right = frozen(env.init_left_pad), frozen(env.init_right_pad)
-        init_obj, init_obj2 = frozen(obj_init), frozen(positions[3:6]) if positions.size > 3 else None
+        # each object's start is its own tracked point in the first state (MetaWorld's obj_init_pos is, in many
+        # tasks, another point: the dial's centre 5 cm from the tracked rim point, the thermos in the stick tasks)
+        init_obj, init_obj2 = frozen(positions[:3]), frozen(positions[3:6]) if positions.size > 3 else None
     else:
         quaternions = _object_quaternions(env, positions, hand, openness)
         r = previous.robot

@@ -2,8 +2,11 @@
 
 Why: "gripper to object 0.05-0.21 m, object to goal 0.10-0.30 m" tells a reward designer whether a
 `tanh(10 * d)` saturates at the start or never moves. Each task names its point pairs
-(`Task.scale_points`); the figures come from seeded resets, are measured once and shipped in
-`scale_hints.json` (regenerate with `python -m sim_envs.scale_hints`), and a test re-measures them.
+(`Task.scale_points`); the figures are read through the task's view in the first state of seeded episodes,
+the state the policy's first observation shows and `TaskRewardWrapper.reset` reads (MetaWorld's reset computes
+its kinematics there: `metaworld_tasks.MetaWorldSeeding`), are measured once and shipped in `scale_hints.json`
+(regenerate with `python -m sim_envs.scale_hints`), and tests re-measure them and check them against MuJoCo
+data directly (tests/test_stated_facts.py).
 Tasks the file does not know (user tasks) are measured on first use and kept for the process.
 """
 
@@ -32,7 +35,7 @@ DECIMALS = 3
 
 
 def measure_scale_hints(task: Task, resets: int = RESETS) -> dict[str, list[float]]:
-    """{label: [min, max]} of each `scale_points` distance over `resets` seeded resets, in metres."""
+    """{label: [min, max]} of each `scale_points` distance in the first state of `resets` seeded episodes, in metres."""
     if not task.scale_points:
         return {}
     readers = [(label, operator.attrgetter(a), operator.attrgetter(b)) for label, a, b in task.scale_points]

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 
+from sim_envs.object_facts import object_facts_text
 from sim_envs.success_rule import SuccessRule
 from sim_envs.view_base import StateView, render_view_class_doc
 
@@ -148,7 +149,8 @@ class Task:
 
 
 def render_view_doc(task: Task) -> str:
-    """The environment section of a prompt: the view classes, the action, and task notes."""
+    """The environment section of a prompt: the view classes, the action, task notes, and (built-in tasks) each
+    tracked object's measured size and where its tracked point sits in it (sim_envs.object_facts)."""
     parts = [
         f"# In compute_dense_reward(self, action), `self` is a {task.view_class.__name__}.",
         "# Every array is a read-only numpy float64 copy; positions are metres in the world frame, z up.",
@@ -158,4 +160,7 @@ def render_view_doc(task: Task) -> str:
         parts.append(f"# action: {task.action_doc}")
     if task.view_notes:
         parts.append("# In this task: " + task.view_notes)
+    objects = object_facts_text(task.id)
+    if objects:
+        parts.append("# Object sizes, measured in MuJoCo: " + objects)
     return "\n\n".join(parts)

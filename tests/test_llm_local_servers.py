@@ -158,19 +158,20 @@ def test_streaming_with_n_keeps_each_choice_apart():
 
 
 def test_streamed_reply_longer_than_the_timeout_still_arrives():
-    slow = Say("one two three four five six seven eight", seconds_per_token=0.06)  # ~0.5 s in all
+    # ~2 s in all, a word every 0.25 s against a 1 s timeout: a loaded machine may delay a word by much, not by 0.75 s
+    slow = Say("one two three four five six seven eight", seconds_per_token=0.25)
     with OpenAITestServer(script=[slow]) as server:
-        backend = make(server, timeout=0.25, max_retries=0)
+        backend = make(server, timeout=1.0, max_retries=0)
         (streamed,) = backend.generate(ask())
-    assert streamed.text == slow.text and streamed.latency_seconds > 0.25
+    assert streamed.text == slow.text and streamed.latency_seconds > 1.0
     with OpenAITestServer(script=[slow]) as server:
-        (waited,) = make(server, timeout=0.25, max_retries=0, stream=False).generate(ask())
+        (waited,) = make(server, timeout=1.0, max_retries=0, stream=False).generate(ask())
     assert waited.text is None and "Timeout" in waited.error  # the same reply, unstreamed, times out
 
 
 def test_a_stream_that_stalls_is_retried_and_logged(caplog):
-    with OpenAITestServer(script=[Say("stalls after a word", seconds_per_token=3.0), Say("fast")]) as server:
-        backend = make(server, timeout=0.2)
+    with OpenAITestServer(script=[Say("stalls after a word", seconds_per_token=4.0), Say("fast")]) as server:
+        backend = make(server, timeout=1.0)  # the stall is 4x the timeout; a prompt reply has 1 s, under any load
         with caplog.at_level(logging.WARNING, logger="text2reward.generation.llm.openai_backend"):
             (reply,) = backend.generate(ask())
     assert reply.text == "fast"

@@ -115,11 +115,12 @@ def test_malformed_json_is_retried():
 
 
 def test_timeouts_are_retried_then_reported():
-    with OpenAITestServer(script=[Delay(3.0), "after timeout"]) as server:
-        (recovered,) = make(server, timeout=0.3).generate(ask())
+    # delays 4x the timeout; a prompt reply has a whole second, under any load
+    with OpenAITestServer(script=[Delay(4.0), "after timeout"]) as server:
+        (recovered,) = make(server, timeout=1.0).generate(ask())
     assert recovered.text == "after timeout"
-    with OpenAITestServer(default=Delay(3.0)) as server:
-        (failed,) = make(server, timeout=0.2, max_retries=1).generate(ask())
+    with OpenAITestServer(default=Delay(4.0)) as server:
+        (failed,) = make(server, timeout=1.0, max_retries=1).generate(ask())
         assert len(server.chat_requests) == 2
     assert failed.text is None and "Timeout" in failed.error
 

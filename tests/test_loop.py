@@ -164,3 +164,29 @@ def test_vision_rounds_show_the_model_rollout_keyframes(tmp_path):
     shown = images(second)
     assert len(shown) == 4 and all(p["image_url"]["url"].startswith("data:image/png;base64,") for p in shown)
     assert len(store.read_json("rounds/r0/s0/candidate.json")["keyframes"]) == 4
+
+
+def test_the_feedback_prompt_of_a_two_candidate_round_shows_both(tmp_path):
+    """Issue 29: the next prompt shows every candidate of the round, the loser as a diff with its success and interval,
+    and the analysis says which evaluation episodes it describes."""
+    other = GOOD.replace("10.0", "3.0")
+    script = [Say([GOOD, other]), Say([GOOD, GOOD])]
+    with OpenAITestServer(script=script) as server:
+        os.environ.setdefault("OPENAI_API_KEY", "test-key")
+        config = RunConfig(task_id="fetch/reach", backend="openai", model="test-model", base_url=server.base_url,
+                           rounds=2, samples=2, steps=150, workers=2, final_seeds=0, compare_expert=False,
+                           eval_freq=150, eval_episodes=2, overrides=TINY, video=False, success_threshold=1.01)
+        store = start_run(config, tmp_path)
+        first, second = server.chat_requests
+    summary = store.read_json("rounds/r0/summary.json")
+    best, loser = summary["best"], ({"r0-s0", "r0-s1"} - {summary["best"]}).pop()
+    prompt = second["messages"][-1]["content"]
+    assert "## The other candidates of the last round, beside the best" in prompt
+    assert f"The best so far, {best}: success " in prompt and f"### {loser}: success " in prompt
+    assert prompt.count("of 2 episodes, 95% interval") >= 2
+    assert "```diff" in prompt and ("-    reach = float(np.exp(-10.0" in prompt or "+    reach = float(np.exp(-10.0" in prompt)
+    assert "the final evaluation's first 2 episodes of 2 (reset seeds 10000-10001)" in prompt
+    if summary.get("tied"):  # 2-episode evaluations almost always tie: the prompt says so and how the tie was broken
+        assert summary["tied"] == [loser] and "Tied with it within noise" in prompt and summary["tie_break"] in prompt
+    candidate = store.read_json(f"rounds/r0/{best.split('-')[1]}/candidate.json")
+    assert candidate["training"]["episodes"] == 2 and "object_goal_start" not in candidate["facts"] and "success" in candidate["facts"]

@@ -256,11 +256,11 @@ def test_sandboxed_reward_raises_the_trimmed_traceback(reach):
 
 def test_sandboxed_reward_stops_a_hung_call_and_reports_start_errors(reach, reach_states):
     view, action = reach_states[0]
-    hung = SandboxedReward(reach_reward("while True:\n    pass"), "hung", Limits(call_seconds=1.0))
-    with pytest.raises(RewardProgramError, match="used more than 50 ms of CPU time"):
+    hung = SandboxedReward(reach_reward("while True:\n    pass"), "hung")
+    with pytest.raises(RewardProgramError, match="ms of CPU time, over the 50 ms limit"):
         hung(view, action, 0.0, False)
     assert hung._worker is None
-    with pytest.raises(RewardProgramError, match="used more than 50 ms of CPU time"):  # failed for good: no fresh worker
+    with pytest.raises(RewardProgramError, match="ms of CPU time, over the 50 ms limit"):  # failed for good: no fresh worker
         hung(view, action, 0.0, False)
     assert hung._worker is None
     broken = SandboxedReward("import numpy as np\nx = 1 / 0\ndef compute_dense_reward(self, action):\n    return 0.0\n", "broken")
@@ -513,29 +513,3 @@ def test_serve_mode_views_are_read_only_and_actions_are_the_rewards_own(reach_st
         assert sandboxed(view, action, 0.0, False) == (total, components)
     assert total == 1.0 and components["refused"] == 1.0
     assert action[0] == reach_states[0][1][0]  # the parent's action is untouched
-
-
-def test_a_calls_own_time_leaves_out_waiting_for_a_cpu():
-    """The slow-call limit judges the reward's own time: wall clock less the run-queue delay of the worker and
-    of the caller during the call (kernel schedstat). Sleeping is not run-queue delay, so it still counts."""
-    from text2reward.sandbox.reward import _own_time
-
-    busy = _own_time(0.030, ((1.0, 5.0), (2.0, 7.0)), ((1.0001, 5.018), (2.0001, 7.011)))
-    assert busy == pytest.approx(0.001)  # 30 ms of wall, 29 ms of it waiting for a CPU
-    sleeping = _own_time(0.030, ((1.0, 5.0), (2.0, 7.0)), ((1.0001, 5.0), (2.0001, 7.0)))
-    assert sleeping == pytest.approx(0.030)
-    assert _own_time(0.030, (None, (2.0, 7.0)), ((1.0, 5.0), (2.0, 7.0))) is None  # /proc could not say: the wall clock judges
-
-
-def test_a_call_waiting_for_a_cpu_gets_its_wall_limit_back_but_a_sleeping_one_does_not():
-    """On a loaded machine a reward call can spend its whole wall limit runnable but not running; that wait is
-    the machine's, so the limit stretches by it (bounded), while time the call spends not runnable (sleeping,
-    blocking) counts as before."""
-    from text2reward.sandbox.process import LOADED_WALL_FACTOR, loaded_deadline
-
-    assert loaded_deadline(0.0, 0.5, 0.5, None, 0.05) == 0.5  # /proc could not say: stop at the limit
-    assert loaded_deadline(0.0, 0.5, 0.5, 0.0, 0.05) == 0.5  # never waited: the call itself took the time
-    assert loaded_deadline(0.0, 0.5, 0.5, 0.4, 0.05) == pytest.approx(0.9)  # 0.1 s of its own: 0.4 s left
-    assert loaded_deadline(0.0, 0.9, 0.5, 0.4, 0.05) == 0.9  # then the rest of its own time ran out
-    assert loaded_deadline(0.0, 9.9, 0.5, 9.8, 0.05) == 0.5 * LOADED_WALL_FACTOR  # never beyond the bound
-    assert loaded_deadline(0.0, 0.5, 0.5, 0.9, 0.3) == pytest.approx(0.7)  # a wait counts only since it was measured: 0.2 s

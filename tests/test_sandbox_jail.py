@@ -24,6 +24,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -197,7 +198,7 @@ def parent_secret(monkeypatch, sentinel):
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
 def test_jail_alone_contains_the_attack(attack, mechanism, sentinel, samples):
     code = fill(program(ATTACKS[attack]), sentinel)
-    result = run_reward(code, samples, Limits(isolation=mechanism, cpu_seconds=2, wall_seconds=10.0))
+    result = run_reward(code, samples, Limits(isolation=mechanism, cpu_seconds=2))
     assert "SUCCEEDED" not in str(result.error), result.error
     if result.ok:  # the programs that report through components
         for _, components in result.outputs:
@@ -272,9 +273,9 @@ FORGE_VALIDATION = LINT_OFF + '''
 def compute_dense_reward(self, action):
     os, real = lint_off()
     frame = os.sys._getframe()
-    while frame is not None and "out" not in frame.f_locals:
+    while frame is not None and "proto_out" not in frame.f_locals:
         frame = frame.f_back
-    fd = frame.f_locals["out"]
+    fd = frame.f_locals["proto_out"]  # the child's own reply pipe: all it can write to
     payload = real.__import__("json").dumps(PAYLOAD).encode()
     os.write(fd, len(payload).to_bytes(4, "big") + payload)
     os._exit(0)
@@ -284,14 +285,14 @@ def compute_dense_reward(self, action):
 @pytest.mark.parametrize(
     "payload, reason",
     [
-        ({"ok": True, "errors": [], "passes": [[[1.0, {"r": 1.0}, 10]]]}, "malformed reply"),  # a verdict is not the child's to give
-        ({"passes": [[[1.0, {"r": 1.0}, 10]] * 3]}, "not_constant"),  # well-formed but constant: the parent's check fails it
-        ({"passes": [[["1" * 400, {"r": 1.0}, 10]] * 3]}, "malformed reply"),
-        ({"passes": [[[10**400, {"r": 1.0}, 10], [-(10**400), {"r": 2.0}, 10], [1.0, {"r": 3.0}, 10]]]}, "the total is inf"),
-        ({"passes": [[[2.0, {"\x1b[31mred": 1.0}, 10]] * 3]}, "not a short printable name"),
+        ({"ok": True, "errors": [], "passes": [[[1.0, {"r": 1.0}]]]}, "malformed reply"),  # a verdict is not the child's to give
+        ([1.0, {"r": 1.0}], "exited with code 0"),  # a well-formed answer to one call buys nothing: the next call finds it gone
+        (["1" * 400, {"r": 1.0}], "malformed reply"),
+        ([10**400, {"r": 1.0}], "exited with code 0"),  # huge integers parse as floats (inf), never crash the parent
+        ([2.0, {"\x1b[31mred": 1.0}], "not a short printable name"),
         ({"error": "\x1b]0;owned\x07\x1b[2J" + "x" * 10_000, "kind": "exception", "index": 10**30}, "characters)"),
     ],
-    ids=["verdict", "constant", "string_number", "huge_integer", "escape_in_name", "escape_in_error"],
+    ids=["verdict", "one_answer", "string_number", "huge_integer", "escape_in_name", "escape_in_error"],
 )
 def test_forged_validation_replies_are_judged_by_the_parent(payload, reason, sample_limits, samples):
     code = FORGE_VALIDATION.replace("PAYLOAD", repr(payload))
@@ -300,15 +301,26 @@ def test_forged_validation_replies_are_judged_by_the_parent(payload, reason, sam
 
     checks = smoke_checks(result, sample_limits)
     text = json.dumps(checks) + str(result.error)
-    assert any(c["ok"] is False for c in checks.values())
+    assert not result.ok and checks["runs"]["ok"] is False  # whatever the child wrote, validation failed it
     assert reason in text
     assert "\x1b" not in text and "\x07" not in text
     assert len(str(result.error or "")) < 4100
 
 
+def test_a_reward_that_raises_on_every_state_cannot_forge_a_passing_validation(samples):
+    """The attack that passed before: the child answered for the harness with a passing batch. Now it is asked one
+    state at a time, and every answer but a value is an error of its own."""
+    code = FORGE_VALIDATION.replace("PAYLOAD", repr({"passes": [[[float(i), {"r": float(i)}] for i in range(len(samples))]] * 2}))
+    code = code.replace("    os._exit(0)\n", "    raise ValueError('never computes')\n")
+    report = validate(code, get_task("metaworld/reach-v3"), samples)  # the static pass refuses the lint-off code...
+    assert not report.ok
+    result = run_reward(code, samples, Limits(), repeats=2)  # ...and the jail's runtime alone fails it too
+    assert not result.ok and result.passes == []
+
+
 @pytest.fixture
 def sample_limits():
-    return Limits(cpu_seconds=2, wall_seconds=10.0)
+    return Limits(cpu_seconds=2)
 
 
 @pytest.mark.parametrize("total", ["10 ** 400", "-(10 ** 400)", "float('nan')"])
@@ -335,7 +347,16 @@ def compute_dense_reward(self, action):
     return float(self.torso.x_velocity), {"forward": float(self.torso.x_velocity)}
 '''
 BOMBS = {
-    "sleep": ('os.sys.modules["time"].sleep(2.0)', "took longer than 0.5 s"),
+    "sleep": ('os.sys.modules["time"].sleep(2.0)', "blocked \\(sleeping or waiting, not computing\\), over the 500 ms limit"),
+    "cpu_between_calls": (  # a timer whose handler computes while the worker should wait for the next state
+        'sig, clock = os.sys.modules["signal"], os.sys.modules["time"]\n'
+        '        def spin(*_):\n'
+        '            started = clock.perf_counter()\n'
+        '            while clock.perf_counter() - started < 0.001:\n'
+        '                pass\n'
+        '        if calls[0] == 51:  # armed once: re-arming on every call would postpone it forever\n'
+        '            sig.signal(sig.SIGALRM, spin)\n'
+        '            sig.setitimer(sig.ITIMER_REAL, 0.005, 0.005)', "CPU time between calls"),
     "slow_sleep": ('os.sys.modules["time"].sleep(0.03)', "calls became slow"),
     "busy_loop": ("while True:\n            pass", "ms of CPU time"),
     "nan": ('return float("nan"), {"forward": 0.0}', "the total is nan"),
@@ -565,16 +586,23 @@ def test_screening_runs_the_candidate_in_the_jail(mechanism, sentinel):
     assert_host_untouched(sentinel, errors)
 
 
-def test_a_child_cannot_pass_the_time_check_by_reporting_fast_calls(samples):
-    """The child burns CPU, then forges a reply claiming 10 ns per call: the kernel's count of its CPU
-    time (read by the zygote) fails the time check anyway."""
+def test_the_time_check_reads_the_kernel_not_the_child(samples):
+    """The time per call is the child's CPU and blocked time by the kernel's clocks, read by the parent: a reward
+    that burns ~5 ms of CPU a call fails the 2 ms check, however it reports itself."""
     from text2reward.sandbox.validation import smoke_checks
 
-    payload = {"passes": [[[float(i), {"r": float(i)}, 10] for i in range(len(samples))]]}
-    burn = "    total = 0\n    for i in range(30_000_000):\n        total += i\n"
-    code = FORGE_VALIDATION.replace("PAYLOAD", repr(payload)).replace("    os, real = lint_off()\n", "    os, real = lint_off()\n" + burn, 1)
-    limits = Limits(cpu_seconds=20, wall_seconds=60.0)
-    result = run_reward(code, samples, limits)
-    assert result.ok and result.seconds == [1e-8] * len(samples)  # the forged claim came through...
+    burn = "import numpy as np\n\ndef compute_dense_reward(self, action):\n    total = 0.0\n    for i in range(60_000):\n        total += i\n    return total * float(self.robot.ee_position[0])\n"
+    limits = Limits()
+    result = run_reward(burn, samples[:40], limits, repeats=2)
+    assert result.ok, result.error
     check = smoke_checks(result, limits)["time_per_call"]
-    assert check["ok"] is False and check["outside_mean_us"] > limits.max_call_us  # ...and was not believed
+    assert check["ok"] is False and check["median_us"] > limits.max_call_us
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_a_busy_loop_in_validation_is_stopped_within_the_per_call_cpu_limit(mechanism, samples):
+    started = time.monotonic()
+    report = validate("import numpy as np\n\ndef compute_dense_reward(self, action):\n    while True:\n        pass\n",
+                      get_task("metaworld/reach-v3"), samples, Limits(isolation=mechanism))
+    assert not report.ok and "ms of CPU time, over the 50 ms limit" in report.checks["runs"]["detail"]
+    assert time.monotonic() - started < 30  # was 65 s: stopped at its call, not at the whole run's limit

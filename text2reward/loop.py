@@ -21,8 +21,9 @@ from text2reward.errors import ConfigError, RewardProgramError, Text2RewardError
 from text2reward.generation.llm.base import Backend, GenerationRequest
 from text2reward.generation.llm.errors import BackendError, RepliesExhausted
 from text2reward.runs.lock import RunLock
-from text2reward.runs.ranking import best_candidate
+from text2reward.runs.ranking import best_candidate, tie_summary
 from text2reward.runs.records import Candidate, FinalSummary, RoundSummary, has_training, training_summary
+from text2reward.runs.records import short_reason as shorten
 from text2reward.runs.store import RunConfig, RunStore, index_run
 from text2reward.training.early_stop import EarlyStopper
 from text2reward.training.job import TRAIN_DIR, TrainJob
@@ -62,6 +63,12 @@ def make_run_backend(config: RunConfig, store: RunStore) -> Backend:
         return backend  # pasted replies are the record themselves; --no-cache asks the model again
     return CachedBackend(backend, ReplyCache(store.runs_dir / "cache"))
 
+
+ROUND_ATTEMPTS = 2
+"""A round's candidate whose reward process was stopped or killed by the machine (never by its own code) trains again."""
+FINAL_ATTEMPTS = 3
+"""A final-stage training that fails for a cause other than the reward's own (its process stopped or killed by the
+machine, a worker that died, a library error) is tried this many times in all before it is recorded as failed."""
 
 # --- the run -------------------------------------------------------------------------------------------------
 
@@ -108,7 +115,7 @@ class Loop:
                     break
             redone = self.tune_best() or redone
             final = self.store.final_summary()
-            if redone or final is None or final.get("interrupted"):
+            if redone or final is None or final_needs_training(final):
                 final = self.finalize()
             from text2reward.runs.report import write_report
 
@@ -198,6 +205,9 @@ class Loop:
             "best_success": best["training"]["success_rate"] if best else None,
             "statuses": {c["id"]: c["status"] for c in candidates},
         }
+        ties = tie_summary(candidates)
+        if ties:  # candidates within the best's noise, and how the best was chosen among them
+            summary["tied"], summary["tie_break"] = ties["tied"], ties["tie_break"]
         self.store.write_round_summary(summary)
         self.say(f"round {round_index}: " + ", ".join(f"{c['id']} {self.describe(c)}" for c in candidates))
         return summary
@@ -214,8 +224,9 @@ class Loop:
         if candidate["status"] == "stopped_early":
             stop = candidate.get("stopped_early") or {}
             return (f"stopped early at {stop.get('steps', '?')} steps, success {candidate['training']['success_rate']:.2f} "
-                    f"({str(stop.get('reason', ''))[:100]})")
-        return f"{candidate['status']} ({candidate.get('reason', '')[:80]})"
+                    f"({shorten(str(stop.get('reason', '')), 100)})")
+        numbers = f"; {candidate['failure_numbers']}" if candidate.get("failure_numbers") else ""
+        return f"{candidate['status']} ({shorten(candidate.get('reason', ''), 160)}{numbers}; in full in its candidate.json)"
 
     def round_prompt(self, round_index: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Round 0: the task prompt. Later: feedback on the best so far (human feedback first)."""
@@ -247,7 +258,8 @@ class Loop:
 
                 answer = self.store.root.joinpath(analysis["file"]).read_text()
                 feedback = (feedback.rstrip() + "\n\n" + vision_feedback_section(answer, analysis["model"])).strip()
-            messages = prompting.build_feedback_messages(self.task, code, feedback, self.config.reward_mode)
+            contrast = self.round_contrast(round_index - 1, best)
+            messages = prompting.build_feedback_messages(self.task, code, feedback, self.config.reward_mode, contrast_text=contrast)
             context = {
                 "previous_best_code": code,
                 "component_stats": component_stats(best["training_result"]),
@@ -263,6 +275,18 @@ class Loop:
         context["reward_mode"] = self.config.reward_mode  # what the program defines (the heuristic backend reads it too)
         self.store.write_json(f"rounds/r{round_index}/prompt.json", {"messages": messages, "context": context})
         return messages, context
+
+    def round_contrast(self, round_index: int, best: Candidate) -> str:
+        """The previous round's other candidates beside the best so far (feedback.compose.round_contrast)."""
+        from text2reward.feedback.compose import candidate_summary, round_contrast
+
+        def code(candidate: Candidate) -> str | None:
+            return self.store.root.joinpath(candidate["code_file"]).read_text() if candidate.get("code_file") else None
+
+        others = [c for c in self.store.candidates(round_index) if c["id"] != best["id"]]
+        ties = tie_summary([best, *(c for c in others if has_training(c))])
+        return round_contrast(candidate_summary(best, code(best)), [candidate_summary(c, code(c)) for c in others],
+                              ties.get("tied", []), ties.get("tie_break", ""))
 
     def shown_candidate(self, event: dict[str, Any] | None, best: Candidate | None) -> Candidate | None:
         """The candidate whose rollout the next prompt talks about."""
@@ -405,7 +429,7 @@ class Loop:
             raise
         except Exception as exc:  # a bug or a broken environment: this candidate fails, the round goes on
             reason = str(exc) if isinstance(exc, Text2RewardError) else f"{type(exc).__name__}: {exc}"
-            self.say(f"{candidate['id']}: failed before training: {reason.splitlines()[0][:200] if reason else ''}")
+            self.say(f"{candidate['id']}: failed before training: {shorten(reason.splitlines()[0], 200) if reason else ''}")
             return self.finish_candidate(candidate, "failed", reason)
 
     def check_and_fix(self, candidate: Candidate, reply: dict[str, Any]) -> Candidate:
@@ -534,14 +558,18 @@ class Loop:
                 candidate.update({
                     "status": "stopped_early" if stopped.get("kind") == "behind" else "trained",
                     "training": training_summary(result),
-                    "training_result": {k: result[k] for k in ("curve", "components", "success_rate")},
+                    "training_result": {k: result[k] for k in ("curve", "components", "success_rate", "eval_episodes",
+                                                               "final_eval_episodes") if k in result},
                     "feedback_file": self.store.relative(directory / "feedback.md") if (directory / "feedback.md").is_file() else None,
                     "behaviour_text": record.get("behaviour_text", ""),
+                    "facts": dict(record.get("facts") or {}),
                     "video_file": self.store.relative(directory / "rollout.mp4") if (directory / "rollout.mp4").is_file() else None,
                     "keyframes": [self.store.relative(Path(k)) for k in (record.get("video") or {}).get("keyframes", [])],
                     "warnings": list(record.get("warnings") or []),
                 })
                 candidate.pop("reason", None)
+                candidate.pop("failure_cause", None)
+                candidate.pop("failure_numbers", None)
                 candidate.pop("stopped_early", None)
                 if stopped.get("kind") == "behind":
                     candidate["stopped_early"] = {k: stopped[k] for k in ("rung", "steps", "reason") if k in stopped}
@@ -551,11 +579,15 @@ class Loop:
                 assert outcome.reason is not None  # a failed outcome says why
                 candidate["status"] = "interrupted" if outcome.interrupted else "failed"
                 candidate["reason"] = outcome.reason
+                candidate["failure_cause"] = outcome.cause or "error"
+                if outcome.numbers:  # the kernel's account of a stopped call: for people, never for the model
+                    candidate["failure_numbers"] = outcome.numbers
             self.store.write_candidate(candidate)
             self.say(f"{candidate['id']}: {self.describe(candidate)}")
 
         stopper = self.early_stopper(round_index) if self.config.early_stop else None
-        self.run_displayed([(c["id"], job) for c, job in zip(pending, jobs)], on_done, stopper)
+        # a candidate whose reward process the machine stopped or killed was not at fault: it trains once more
+        self.run_retrying([(c["id"], job) for c, job in zip(pending, jobs)], ROUND_ATTEMPTS, on_done, stopper, causes=("machine",))
 
     def early_stopper(self, round_index: int) -> EarlyStopper:
         """The round's early stopping, primed with the curves of its candidates that already trained (a resume)."""
@@ -609,24 +641,52 @@ class Loop:
         for _, job in jobs:
             job.analysis_episodes = 0
         if not jobs:
-            summary = {"best_candidate": best["id"], "seeds": [], "interrupted": False}
+            summary = {"best_candidate": best["id"], "seeds": seeds, "interrupted": False}
             self.store.write_final_summary(summary)
             return summary
         self.say(f"final: re-training the best reward ({best['id']}) on {len(seeds)} seed(s)"
                  + (" beside the expert reward" if any(k == "expert" for k, _ in jobs) else ""))
-        outcomes = self.run_displayed([(f"final {kind} seed {job.train.seed}", job) for kind, job in jobs])
+        outcomes, attempts = self.run_retrying([(f"final {kind} seed {job.train.seed}", job) for kind, job in jobs], FINAL_ATTEMPTS)
         summary = {"best_candidate": best["id"], "seeds": seeds, "interrupted": any(o.interrupted for o in outcomes)}
         for kind in ("best", "expert"):
-            results = [o.record["result"] for (k, _), o in zip(jobs, outcomes) if k == kind and o.ok and o.record is not None]
-            failures = [o.reason for (k, _), o in zip(jobs, outcomes) if k == kind and not o.ok]
-            if results or failures:
+            mine = [(job, outcome, tries) for (k, job), outcome, tries in zip(jobs, outcomes, attempts) if k == kind]
+            results = [o.record["result"] for _, o, _ in mine if o.ok and o.record is not None]
+            failed = [{"seed": job.train.seed, "reason": o.reason or "", "cause": o.cause or "error", "attempts": tries}
+                      for job, o, tries in mine if not o.ok]
+            if results or failed:
                 rates = [r["success_rate"] for r in results]
                 mean = sum(rates) / len(rates) if rates else None
                 spread = (sum((r - mean) ** 2 for r in rates) / len(rates)) ** 0.5 if rates else None
-                summary[kind] = {"success_rates": rates, "mean": mean, "std": spread, "failures": failures,
+                summary[kind] = {"success_rates": rates, "seeds": [r["seed"] for r in results], "mean": mean, "std": spread,
+                                 "failures": [f["reason"] for f in failed], "failed_seeds": failed,
                                  "curves": [r["curve"] for r in results]}
         self.store.write_final_summary(summary)
         return summary
+
+    def run_retrying(self, labelled_jobs: list[tuple[str, TrainJob]], attempts: int,
+                     on_done: Callable[[JobOutcome], None] | None = None, early_stopper: EarlyStopper | None = None,
+                     causes: tuple[str, ...] = ("machine", "interrupted", "error")) -> tuple[list[JobOutcome], list[int]]:
+        """The jobs, and again (up to `attempts` in all) those that failed for one of `causes`, never the reward's own:
+        the machine stopped or killed its process, a worker died, a library failed. A job that trained is never rerun
+        (its done.json stands). Returns the last outcome of each job and how many attempts it took."""
+        outcomes = self.run_displayed(labelled_jobs, on_done, early_stopper)
+        tries = [1] * len(outcomes)
+        for _ in range(attempts - 1):
+            again = [i for i, outcome in enumerate(outcomes) if outcome.retryable and outcome.cause in causes]
+            if not again:
+                break
+            for i in again:
+                self.say(f"{labelled_jobs[i][0]}: trying again ({outcomes[i].cause}: {shorten(outcomes[i].reason or '', 120)})")
+            for i, outcome in zip(again, self.run_displayed([labelled_jobs[i] for i in again], on_done, early_stopper)):
+                outcomes[i], tries[i] = outcome, tries[i] + 1
+        return outcomes, tries
+
+
+def final_needs_training(final: FinalSummary | None) -> bool:
+    """No final comparison yet, or one with seeds still to train (interrupted, or failed: `t2r resume` re-trains those)."""
+    if final is None or final.get("interrupted"):
+        return True
+    return any(isinstance(final.get(kind), dict) and final[kind].get("failures") for kind in ("best", "expert"))
 
 
 def no_result_reason(candidates: list[Candidate]) -> str:
@@ -636,7 +696,7 @@ def no_result_reason(candidates: list[Candidate]) -> str:
     parts = []
     for candidate in candidates:
         reason = " ".join(str(candidate.get("reason", "")).split())
-        parts.append(f"{candidate['id']} {candidate['status']}" + (f" ({reason[:120]})" if reason else ""))
+        parts.append(f"{candidate['id']} {candidate['status']}" + (f" ({shorten(reason, 120)})" if reason else ""))
     return "no candidate trained: " + "; ".join(parts)
 
 

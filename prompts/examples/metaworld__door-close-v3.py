@@ -1,12 +1,15 @@
 """Expert reward for metaworld/door-close-v3: Push the open door shut.
 
 Source: MetaWorld 3.1.1, SawyerDoorCloseEnvV3.compute_reward ("v2" reward), rewritten against the
-SawyerView. Exact: it reproduces MetaWorld's per-step reward to floating-point precision.
+SawyerView. Exact: it reproduces MetaWorld's per-step reward to floating-point precision. MetaWorld measures its
+margin from the door's placement, a fixed offset from the handle's start (obj.init_position).
 """
 
 import math
 
 import numpy as np
+
+PLACEMENT_OFFSET = np.array([0.2921412755773664, 0.4757212366003844, -3.5948720107842336e-05])  # the door's placement relative to the handle's start
 
 
 def tolerance(x, lower, upper, margin, sigmoid="long_tail", value_at_margin=0.1):
@@ -29,7 +32,7 @@ def compute_dense_reward(self, action):
     # Door progress: the handle's distance to its closed position (Gaussian, scaled by the
     # distance from the door's placement to the goal).
     handle_to_goal = float(np.linalg.norm(handle - goal))
-    start_to_goal = float(np.linalg.norm(self.obj.init_position - goal))
+    start_to_goal = float(np.linalg.norm(self.obj.init_position + PLACEMENT_OFFSET - goal))
     in_place = tolerance(handle_to_goal, 0.0, target_radius, start_to_goal, sigmoid="gaussian")
 
     # Hand guidance: move the fingertips towards where the handle ends up, which sweeps the hand

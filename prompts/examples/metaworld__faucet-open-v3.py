@@ -2,12 +2,14 @@
 
 Source: MetaWorld 3.1.1, SawyerFaucetOpenEnvV3.compute_reward ("v2" reward), rewritten against the
 SawyerView. Exact: it reproduces MetaWorld's per-step reward to floating-point precision.
-(As in MetaWorld, the margins are measured from the faucet's base, obj.init_position.)
+(As in MetaWorld, the margins are measured from the faucet's base, BASE_OFFSET from the handle's start obj.init_position.)
 """
 
 import math
 
 import numpy as np
+
+BASE_OFFSET = np.array([0.015, 0.175, -0.114])  # the faucet's base (MetaWorld's obj_init_pos) relative to the handle's start
 
 
 def tolerance(x, lower, upper, margin, sigmoid="long_tail", value_at_margin=0.1):
@@ -30,12 +32,12 @@ def compute_dense_reward(self, action):
 
     # Turning: that point's distance to its open position.
     handle_to_goal = float(np.linalg.norm(handle - goal))
-    start_to_goal = float(np.linalg.norm(self.obj.init_position - goal))
+    start_to_goal = float(np.linalg.norm(self.obj.init_position + BASE_OFFSET - goal))
     in_place = tolerance(handle_to_goal, 0.0, target_radius, abs(start_to_goal - target_radius))
 
     # Reach: the fingertips at that point (a sharp Gaussian within 1 cm).
     tcp_to_handle = float(np.linalg.norm(handle - self.robot.ee_position))
-    tcp_start_to_base = float(np.linalg.norm(self.obj.init_position - self.robot.init_ee_position))
+    tcp_start_to_base = float(np.linalg.norm(self.obj.init_position + BASE_OFFSET - self.robot.init_ee_position))
     reach = tolerance(tcp_to_handle, 0.0, 0.01, abs(tcp_start_to_base - 0.01), sigmoid="gaussian")
 
     # The two add (turning weighs more); full marks once the handle is open.

@@ -2,15 +2,12 @@
 
 Source: MetaWorld 3.1.1, SawyerHandlePressEnvV3.compute_reward ("v2" reward), rewritten against the
 SawyerView. Exact: it reproduces MetaWorld's per-step reward to floating-point precision. MetaWorld
-remembers where the handle's end started; in the model that is a fixed offset from the box's
-placement (obj.init_position), written out below.
+remembers where the handle's end started: obj.init_position.
 """
 
 import math
 
 import numpy as np
-
-HANDLE_START_OFFSET = np.array([0.0, -0.216, 0.171])  # handle end at reset, relative to the box
 
 
 def tolerance(x, lower, upper, margin, sigmoid="long_tail", value_at_margin=0.1):
@@ -35,7 +32,7 @@ def compute_dense_reward(self, action):
     target_radius = 0.02
     handle = self.obj.position
     goal = self.goal_position
-    handle_start = self.obj.init_position + HANDLE_START_OFFSET
+    handle_start = self.obj.init_position
 
     # Pressing: only the handle's height matters.
     handle_to_goal = abs(handle[2] - goal[2])

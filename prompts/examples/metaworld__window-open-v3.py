@@ -5,8 +5,8 @@ SawyerView. Deliberate simplification: MetaWorld scales its reach term by the di
 gripper's start to the handle's start, but its reset places the window twice (reset_model runs twice
 per reset) and it reads the handle's start from simulator data that still reflect the first,
 discarded placement, so that margin is measured to a random handle position the episode never shows.
-No state view can expose that, so this rewrite uses the handle's true start, a fixed offset from the
-window's placement (obj.init_position). Only that per-episode reach margin differs; every other term
+No state view can expose that, so this rewrite uses the handle's true start (obj.init_position); MetaWorld's
+window placement is a fixed offset from it (PLACEMENT_OFFSET). Only that per-episode reach margin differs; every other term
 is exact (see tests/test_expert_examples.py for the measured correlation).
 """
 
@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-HANDLE_OFFSET = np.array([-0.04, -0.095, 0.0])  # the handle relative to the window's placement
+PLACEMENT_OFFSET = np.array([0.04, 0.095, 0.0])  # the window's placement (MetaWorld's obj_init_pos) relative to the handle
 
 
 def tolerance(x, lower, upper, margin, sigmoid="long_tail", value_at_margin=0.1):
@@ -41,11 +41,11 @@ def compute_dense_reward(self, action):
 
     # Opening: the window slides along x, so only the x distance to the open position counts.
     handle_to_goal = abs(handle[0] - self.goal_position[0])
-    start_to_goal = abs(self.obj.init_position[0] - self.goal_position[0])
+    start_to_goal = abs(self.obj.init_position[0] + PLACEMENT_OFFSET[0] - self.goal_position[0])
     in_place = tolerance(handle_to_goal, 0.0, target_radius, abs(start_to_goal - target_radius))
 
     # Reach: the fingertips at the handle (within 2 cm), scaled by the starting distance.
-    handle_start = self.obj.init_position + HANDLE_OFFSET
+    handle_start = self.obj.init_position
     tcp_to_handle = float(np.linalg.norm(handle - self.robot.ee_position))
     tcp_start_to_handle = float(np.linalg.norm(handle_start - self.robot.init_ee_position))
     reach = tolerance(tcp_to_handle, 0.0, 0.02, abs(tcp_start_to_handle - 0.02))

@@ -53,6 +53,7 @@ def runs_list(ctx: typer.Context, runs_dir: RunsDirOption = DEFAULT_RUNS_DIR, as
 def runs_show(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="the run: its id, a unique prefix, or latest")], runs_dir: RunsDirOption = DEFAULT_RUNS_DIR) -> None:
     """Summarise one run: best success per round, token cost, wall time, the final comparison."""
     from text2reward.runs.ranking import best_candidate
+    from text2reward.runs.records import final_failures
     from text2reward.runs.store import RunStore
 
     store = RunStore.open(runs_dir, run_id)
@@ -77,8 +78,17 @@ def runs_show(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="the 
     console.print(f"tokens: {tokens}")
     final = store.final_summary() or {}
     for kind in ("best", "expert"):
-        if isinstance(final.get(kind), dict) and final[kind]["mean"] is not None:
-            console.print(f"final {kind}: success {final[kind]['mean']:.2f} +/- {final[kind]['std']:.2f} over seeds {final['seeds']}")
+        entry = final.get(kind)
+        if not isinstance(entry, dict):
+            continue
+        if entry["mean"] is not None:
+            console.print(f"final {kind}: success {entry['mean']:.2f} +/- {entry['std']:.2f} over seeds "
+                          f"{entry.get('seeds') or final['seeds']}", highlight=False, soft_wrap=True)
+        for failed in final_failures(entry):
+            console.print(f"final {kind} seed {failed['seed']} failed: {failed['reason']}", highlight=False, soft_wrap=True, markup=False)
+    if any(isinstance(final.get(kind), dict) and final_failures(final[kind]) for kind in ("best", "expert")):
+        console.print(f"`t2r resume {store.run_id} --runs-dir {runs_dir}` re-trains the failed seeds", highlight=False, soft_wrap=True,
+                      markup=False)
     console.print(f"directory: {store.root}")
 
 

@@ -34,7 +34,7 @@ from text2reward.runs.keypoint_record import (
     parse_keypoints,
 )
 from text2reward.runs.ranking import best_candidate
-from text2reward.runs.records import TRAINED_STATUSES, Candidate
+from text2reward.runs.records import TRAINED_STATUSES, Candidate, final_failures
 from text2reward.runs.store import RunConfig, RunStore
 
 HEURISTIC_LABEL = "heuristic (rule-based, no language model)"
@@ -568,9 +568,10 @@ def _final(store: RunStore) -> FinalView | None:
         if not isinstance(entry, dict):
             continue
         rows.append(FinalRow(label, list(entry.get("success_rates") or []), entry.get("mean"), entry.get("std"),
-                             [str(f) for f in entry.get("failures") or []]))
+                             [f"seed {f['seed']} ({f.get('attempts', 1)} attempt(s)): {f['reason']}" for f in final_failures(entry)]))
+        trained_seeds = list(entry.get("seeds") or seeds)  # newer summaries name the seeds that trained
         for index, curve in enumerate(entry.get("curves") or []):
-            seed = seeds[index] if index < len(seeds) else index
+            seed = trained_seeds[index] if index < len(trained_seeds) else index
             series.append(Series(f"{kind} seed {seed}", [(p["steps"], p["success_rate"]) for p in curve], color=color, dashed=dashed))
     chart = line_chart(series, title="final: success over seeds, best reward vs expert", y_label="success", width=620,
                        y_range=(-0.02, 1.02)) if series else None

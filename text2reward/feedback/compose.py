@@ -1,19 +1,264 @@
-"""The automatic feedback for the next round: reward reflection, then trajectory analysis."""
+"""The automatic feedback for the next round: reward reflection, then trajectory analysis; and the round's contrast.
+
+Which episodes each part describes is said in the text: the evaluation's success rate is over the final
+evaluation's episodes (with its interval), and the trajectory analysis replays the first of those same episodes
+(same reset seeds, same deterministic policy), so the success it states is the evaluation's on those episodes, and
+a replay that did not repeat the evaluation is said to differ. A candidate whose success peaked and fell gets its
+peak checkpoint analysed beside the final policy, on the same episodes. The contrast shows every candidate of the
+round beside the one shown as best: success with intervals, ties, the code as a diff, and the facts that differ most.
+"""
 
 from __future__ import annotations
 
+import difflib
+import textwrap
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from policies.stats import Rate
 from sim_envs.task import Task
-from text2reward.feedback.reflection import reward_reflection
-from text2reward.feedback.trajectory import describe_behaviour, trajectory_analysis
+from text2reward.feedback.reflection import evaluation_episodes, reward_reflection
+from text2reward.feedback.trajectory import _label, describe_behaviour, episode_facts, trajectory_analysis
+from text2reward.runs.records import Candidate, episodes_of, has_training
+
+DIFF_LINES = 40
+"""A loser's diff against the winner is cut after this many lines (the prompt stays readable)."""
+SEPARATING_FACTS = 2
+"""How many facts the contrast names per candidate: the ones that differ most from the winner's."""
 
 
-def build_feedback_text(task: Task, train_result: Any, episodes: Sequence[Any] | None = None, successes: Sequence[bool] | None = None) -> str:
-    """The whole automatic feedback: reward reflection, then trajectory analysis and a summary."""
+@dataclass(frozen=True)
+class AnalysedEpisodes:
+    """Which episodes the trajectory analysis describes: the first `len(replayed)` of the final evaluation."""
+
+    seeds: list[int]
+    """The reset seeds of the analysed episodes (the final evaluation's first ones)."""
+    evaluation: list[bool]
+    """Per-episode success of the whole final evaluation (result.json's `final_eval`)."""
+    replayed: list[bool]
+    """The success of each analysed replay."""
+
+    @property
+    def agrees(self) -> bool:
+        return self.replayed == self.evaluation[: len(self.replayed)]
+
+
+@dataclass(frozen=True)
+class PeakComparison:
+    """A candidate whose success fell after a peak: its peak checkpoint and its final policy on the same episodes."""
+
+    steps: int
+    """The training step of the peak evaluation."""
+    during_training: Rate
+    """The peak as the evaluation during training measured it."""
+    peak: list[bool]
+    """The peak checkpoint's success on each of the final evaluation's episodes."""
+    final: list[bool]
+    """The final policy's success on the same episodes."""
+    peak_episodes: list[Any] = field(default_factory=list)
+    """The peak checkpoint's recorded rollouts of the analysed episodes (`EpisodeStats` with views)."""
+    final_episodes: list[Any] = field(default_factory=list)
+
+
+def _seed_range(seeds: Sequence[int]) -> str:
+    if not seeds:
+        return "none"
+    return str(seeds[0]) if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
+
+
+def analysis_title(task: Task, analysed: AnalysedEpisodes) -> str:
+    k, n = len(analysed.replayed), len(analysed.evaluation)
+    return (f"Trajectory analysis of {task.id}: the final evaluation's first {k} episode{'s' if k != 1 else ''} of {n} "
+            f"(reset seeds {_seed_range(analysed.seeds)}), replayed with the same deterministic policy:")
+
+
+def agreement_line(analysed: AnalysedEpisodes) -> str:
+    """What the final evaluation said about the analysed episodes, and whether the replay repeated it."""
+    k = len(analysed.replayed)
+    whole = Rate(sum(analysed.evaluation), len(analysed.evaluation))
+    recorded = sum(analysed.evaluation[:k])
+    line = f"The final evaluation as a whole: success {whole.text()}; on these {k} episodes it recorded {recorded} success{'es' if recorded != 1 else ''}"
+    if analysed.agrees:
+        return line + ", the same as the replays."
+    return (line + f", the replays {sum(analysed.replayed)} (the simulation did not repeat itself exactly): the facts "
+            "above describe the replays.")
+
+
+def build_feedback_text(task: Task, train_result: Any, episodes: Sequence[Any] | None = None, successes: Sequence[bool] | None = None,
+                        analysed: AnalysedEpisodes | None = None, peak: PeakComparison | None = None) -> str:
+    """The whole automatic feedback: reward reflection, then trajectory analysis (of which episodes: `analysed`) and
+    a summary, then a peak checkpoint beside the final policy when success fell after a peak (`peak`)."""
     parts = [reward_reflection(train_result)]
     if episodes:
-        parts.append(trajectory_analysis(task, episodes, successes))
+        title = analysis_title(task, analysed) if analysed is not None else None
+        analysis = trajectory_analysis(task, episodes, successes, title=title)
+        if analysed is not None:
+            analysis += "\n" + agreement_line(analysed)
+        parts.append(analysis)
         parts.append("In words: " + describe_behaviour(task, episodes, successes))
+    if peak is not None:
+        parts.append(peak_section(task, peak))
     return "\n\n".join(parts)
+
+
+# --------------------------------------------------------------------------- facts, averaged
+
+
+def mean_facts(task: Task, episodes: Sequence[Any]) -> dict[str, float]:
+    """Each fact of `episode_facts` averaged over episodes (a yes/no fact as the share of episodes that say yes),
+    plus `success`: what the records keep of an analysis, and what the contrast compares."""
+    values: dict[str, list[float]] = {}
+    for episode in episodes:
+        views = list(getattr(episode, "views", episode))
+        for key, value in episode_facts(views).items():
+            values.setdefault(key, []).append(float(value))
+        if hasattr(episode, "success"):
+            values.setdefault("success", []).append(float(bool(episode.success)))
+    return {key: float(np.mean(v)) for key, v in values.items()}
+
+
+def _fact_label(key: str) -> str:
+    return "task success (share of analysed episodes)" if key == "success" else _label(key)
+
+
+def _fact_value(key: str, value: float, booleans: set[str]) -> str:
+    if key in booleans or key == "success":
+        return f"{value:.0%} of episodes"
+    return f"{value:.3f}"
+
+
+YES_NO_FACTS = ("fell", "upside_down_at_end", "ended_early", "success")
+YES_NO_SUFFIXES = ("_moved", "_lifted", "_grasped", "_fell")
+
+
+def _boolean_keys(*fact_sets: dict[str, float]) -> set[str]:
+    """The yes/no facts of `episode_facts` (averaged: shares of episodes)."""
+    keys = set().union(*fact_sets)
+    return {k for k in keys if k in YES_NO_FACTS or k.endswith(YES_NO_SUFFIXES)}
+
+
+def separating_facts(winner: dict[str, float], other: dict[str, float], count: int = SEPARATING_FACTS) -> list[str]:
+    """The facts that differ most between two candidates' analyses (relative difference; yes/no facts by share)."""
+    booleans = _boolean_keys(winner, other)
+    scored = []
+    for key in sorted(set(winner) & set(other)):
+        if key in ("steps", "success"):
+            continue
+        a, b = winner[key], other[key]
+        scale = 1.0 if key in booleans else max(abs(a), abs(b), 0.02)
+        difference = abs(a - b) / scale
+        if difference > 0.1:
+            scored.append((difference, key))
+    scored.sort(reverse=True)
+    return [f"{_fact_label(key)}: {_fact_value(key, other[key], booleans)} here, {_fact_value(key, winner[key], booleans)} for the best"
+            for _, key in scored[:count]]
+
+
+# --------------------------------------------------------------------------- peak vs final
+
+
+def peak_fell(train_result: Any) -> bool:
+    """Whether a candidate's success peaked during training above where it ended (its peak checkpoint is worth a look)."""
+    data = train_result.to_dict() if hasattr(train_result, "to_dict") else dict(train_result)
+    peak = data.get("peak") or {}
+    return bool(peak.get("model_path")) and float(peak.get("success_rate", 0.0)) > float(data.get("success_rate", 0.0))
+
+
+def peak_section(task: Task, comparison: PeakComparison) -> str:
+    n = len(comparison.final)
+    peak, final = Rate(sum(comparison.peak), n), Rate(sum(comparison.final), n)
+    only_peak = sum(p and not f for p, f in zip(comparison.peak, comparison.final))
+    only_final = sum(f and not p for p, f in zip(comparison.peak, comparison.final))
+    verdict = ("within noise of each other: the fall may be evaluation luck" if peak.ties(final) else
+               "apart beyond noise: training really lost what the peak had")
+    lines = [
+        f"Peak checkpoint vs final policy: success peaked during training at step {comparison.steps:,} "
+        f"({comparison.during_training.text()}). On the final evaluation's {n} episodes the peak checkpoint succeeds in "
+        f"{peak.text()} and the final policy in {final.text()}: {verdict}. The peak succeeded where the final did not "
+        f"in {only_peak} episode{'s' if only_peak != 1 else ''}, the reverse in {only_final}.",
+    ]
+    if comparison.peak_episodes and comparison.final_episodes:
+        at_peak, at_end = mean_facts(task, comparison.peak_episodes), mean_facts(task, comparison.final_episodes)
+        booleans = _boolean_keys(at_peak, at_end)
+        k = len(comparison.peak_episodes)
+        lines.append(f"The same {k} analysed episode{'s' if k != 1 else ''}, averaged (peak checkpoint | final policy):")
+        for key in [k for k in at_peak if k in at_end and k != "steps"]:
+            lines.append(f"{_fact_label(key)}: {_fact_value(key, at_peak[key], booleans)} | {_fact_value(key, at_end[key], booleans)}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- the round's contrast
+
+
+@dataclass(frozen=True)
+class CandidateSummary:
+    """What the contrast shows of one candidate (built by the loop from its record)."""
+
+    id: str
+    status: str
+    code: str | None
+    success: Rate | None = None
+    """The final evaluation's success, for a trained candidate."""
+    facts: dict[str, float] = field(default_factory=dict)
+    """`mean_facts` of its analysed episodes (empty when not analysed)."""
+    reason: str = ""
+    """Why it did not train."""
+    by_machine: bool = False
+    """Its training was ended by the machine (its process stopped or killed from outside), not by its code."""
+
+
+def candidate_summary(candidate: Candidate, code: str | None) -> CandidateSummary:
+    """What the contrast shows of a candidate record (its code read by the caller, from the run folder)."""
+    trained = has_training(candidate)
+    return CandidateSummary(
+        id=candidate["id"], status=candidate["status"], code=code,
+        success=Rate.of(candidate["training"]["success_rate"], episodes_of(candidate["training"])) if trained else None,
+        facts=dict(candidate.get("facts") or {}), reason=str(candidate.get("reason", "")),
+        by_machine=candidate.get("failure_cause") in ("machine", "interrupted"))
+
+
+def _code_diff(winner: str, other: str) -> str:
+    diff = list(difflib.unified_diff(winner.splitlines(), other.splitlines(), "best", "this candidate", lineterm="", n=1))
+    if not diff:
+        return "(the same code as the best)"
+    if len(diff) > DIFF_LINES:
+        diff = [*diff[:DIFF_LINES], f"... ({len(diff) - DIFF_LINES} more diff lines)"]
+    return "\n".join(diff)
+
+
+def round_contrast(winner: CandidateSummary, others: Sequence[CandidateSummary], tied: Sequence[str], tie_break: str) -> str:
+    """Every other candidate of the round beside the best: success with intervals, whether it ties with the best,
+    the facts that differ most, and its code as a diff against the best's."""
+    if not others:
+        return ""
+    assert winner.success is not None  # the best is a trained candidate
+    lines = [f"The best so far, {winner.id}: success {winner.success.text()}."]
+    if tied:
+        lines.append(f"Tied with it within noise (95% intervals overlap): {', '.join(tied)}; it is shown as the best by "
+                     f"the tie-break: {tie_break}.")
+    for other in others:
+        lines.append("")
+        if other.success is None and other.by_machine:  # the machine's doing says nothing about the code: no blame
+            lines.append(f"### {other.id}: not trained to the end: the machine stopped its training, not its code (nothing to learn "
+                         "from its result)")
+        elif other.success is None:
+            lines.append(f"### {other.id}: {other.status}" + (f" ({textwrap.shorten(' '.join(other.reason.split()), 300, placeholder=' ...')})" if other.reason else ""))
+        else:
+            relation = "tied with the best" if other.id in tied else (
+                "worse than the best beyond noise" if other.success.rate < winner.success.rate else "not behind the best")
+            lines.append(f"### {other.id}: success {other.success.text()}: {relation}")
+            separating = separating_facts(winner.facts, other.facts)
+            if separating:
+                lines.append("What differed most from the best's rollouts: " + "; ".join(separating) + ".")
+        if other.code is not None:
+            lines.append("```diff\n" + _code_diff(winner.code or "", other.code) + "\n```")
+    return "\n".join(lines)
+
+
+def evaluation_note(train_result: Any) -> str:
+    """One line: how many episodes the evaluations had (for texts that quote a rate without the reflection)."""
+    during, final = evaluation_episodes(train_result)
+    return f"evaluations during training: {during} episodes each; final evaluation: {final} episodes"

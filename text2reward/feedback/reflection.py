@@ -11,11 +11,16 @@ from typing import Any
 
 import numpy as np
 
+from policies.stats import Rate
+from text2reward.runs.records import DEFAULT_EVAL_EPISODES
+
 SAMPLES = 10
 """Points per component trajectory in the reflection (enough to see a trend, short enough to read)."""
 DOMINANCE = 0.8
 """A component above this share of the summed component magnitudes drowns the others."""
 CONSTANT_RTOL = 1e-3
+NOISE_SIGMAS = 2.0
+"""A change in mean evaluation return is reported only when it exceeds this many standard errors of the difference."""
 
 
 # --------------------------------------------------------------------------- reward reflection
@@ -73,17 +78,60 @@ def _is_constant(s: dict[str, float]) -> bool:
     return s["max"] - s["min"] <= 1e-9 + CONSTANT_RTOL * max(abs(s["max"]), abs(s["min"]))
 
 
+def evaluation_episodes(train_result: Any) -> tuple[int, int]:
+    """(episodes per evaluation during training, episodes of the final evaluation), from a result.json (older
+    ones that do not say: `DEFAULT_EVAL_EPISODES`, the fewest any family uses, so the widest intervals)."""
+    data = _as_dict(train_result)
+    during = int(data.get("eval_episodes") or DEFAULT_EVAL_EPISODES)
+    final = int(data.get("final_eval_episodes") or len((data.get("final_eval") or {}).get("episodes") or []) or during)
+    return during, final
+
+
+def _point_rate(point: dict[str, Any], episodes: int) -> Rate:
+    return Rate.of(float(point.get("success_rate", 0.0)), int(point.get("episodes") or episodes))
+
+
+def return_rise(curve: list[dict[str, Any]], episodes: int) -> tuple[float, float]:
+    """(last minus first mean evaluation return, the noise it must exceed: `NOISE_SIGMAS` standard errors of that
+    difference). The standard errors come from each evaluation's spread of episode returns (`std_return`); a curve
+    that does not record it (older results) falls back on how much the curve jumps from one evaluation to the next."""
+    returns = [float(p.get("mean_return", 0.0)) for p in curve]
+    if len(returns) < 2:
+        return 0.0, math.inf
+    first, last = curve[0], curve[-1]
+    if "std_return" in first and "std_return" in last:
+        errors = [float(p["std_return"]) / math.sqrt(max(int(p.get("episodes") or episodes), 1)) for p in (first, last)]
+        noise = math.hypot(*errors)
+    else:
+        steps = np.diff(returns)
+        noise = float(np.std(steps)) if len(steps) >= 2 else math.inf
+    return returns[-1] - returns[0], NOISE_SIGMAS * noise
+
+
 def reflection_tips(train_result: Any) -> list[str]:
-    """The usual ways a dense reward fails, detected from the training record."""
+    """The usual ways a dense reward fails, detected from the training record; a tip about a change in success or
+    return fires only when the change is larger than the evaluations' noise."""
     data = _as_dict(train_result)
     stats = component_stats(data)
     curve = data.get("curve", [])
+    during, final_episodes = evaluation_episodes(data)
+    ever_succeeded = any(float(w.get("step_success", 0.0)) > 0 for w in data.get("components", [])) or any(
+        float(p.get("success_rate", 0.0)) > 0 for p in curve)
     tips: list[str] = []
     for name, s in stats.items():
-        if _is_constant(s):
-            why = "its condition was never met" if s["max"] == 0 else "it never changed"
+        if not _is_constant(s):
+            continue
+        if s["max"] == 0:  # it never fired: maybe a success or stage bonus that was simply never reached; never say remove
+            reached = ("" if ever_succeeded else
+                       "; the task's success test was never met in training either, so if it pays for success it simply "
+                       "has not fired yet: keep it, and reward the progress that leads to it")
             tips.append(
-                f"'{name}' was {_fmt(s['mean'])} at every training step ({why}): a (nearly) constant component "
+                f"'{name}' was 0 at every training step (its condition was never met{reached}). Until it fires it "
+                "cannot guide learning: check that its condition can be met, and add terms that lead towards it."
+            )
+        else:
+            tips.append(
+                f"'{name}' was {_fmt(s['mean'])} at every training step (it never changed): a constant component "
                 "cannot guide learning; make it depend on the state, rescale it, or remove it."
             )
     varying = {name: abs(s["mean"]) for name, s in stats.items() if not _is_constant(s)}  # constants: flagged above
@@ -104,19 +152,25 @@ def reflection_tips(train_result: Any) -> list[str]:
             "completion bonus) and check that the condition for the final stage can actually be met."
         )
         returns = [float(p.get("mean_return", 0.0)) for p in curve]
-        rise = returns[-1] - returns[0] if len(returns) >= 2 else 0.0
-        if rise > 1e-6 + 0.1 * abs(returns[0]):
+        rise, noise = return_rise(curve, during)
+        if rise > 1e-6 + 0.1 * abs(returns[0]) and rise > noise:
             tips.append(
-                f"Evaluation returns rose from {_fmt(returns[0])} to {_fmt(returns[-1])} while success stayed 0: "
-                "the policy learns to collect reward without doing the task (the reward is being hacked); "
-                "find the component that grows and make sure it cannot be earned without real progress."
+                f"Evaluation returns rose from {_fmt(returns[0])} to {_fmt(returns[-1])} (more than {NOISE_SIGMAS:g} "
+                f"standard errors, {_fmt(noise)}) while success stayed 0: the policy learns to collect reward without "
+                "doing the task (the reward is being hacked); find the component that grows and make sure it cannot "
+                "be earned without real progress."
             )
-    elif curve and max(successes) - successes[-1] >= 0.3:
-        tips.append(
-            f"Success peaked at {max(successes):.2f} but ended at {successes[-1]:.2f}: the policy drifted away "
-            "from the solution; make the reward highest when the task is done (no terms that keep growing "
-            "after success, no penalties that success itself triggers)."
-        )
+    elif curve:
+        peak_index = int(np.argmax(successes))
+        peak = _point_rate(curve[peak_index], during)
+        end = Rate.of(float(data.get("success_rate", successes[-1])), final_episodes) if "success_rate" in data else _point_rate(curve[-1], during)
+        if peak.rate > end.rate and not peak.ties(end):
+            tips.append(
+                f"Success peaked at {peak.text()} at step {int(curve[peak_index].get('steps', 0)):,} but ended at "
+                f"{end.text()}: beyond the evaluations' noise, the policy drifted away from the solution; make the reward "
+                "highest when the task is done (no terms that keep growing after success, no penalties that success "
+                "itself triggers)."
+            )
     return tips
 
 
@@ -148,10 +202,17 @@ def reward_reflection(train_result: Any) -> str:
         lines.append("(no reward components were recorded during training)")
     if curve:
         idx = _sample_indices(len(curve))
+        during, final_episodes = evaluation_episodes(data)
+        one = 1 / during
+        lines.append(f"Each evaluation during training ran {during} episode{'s' if during != 1 else ''} (one success moves its "
+                     f"rate by {one:.2f}); the final one ran {final_episodes}.")
+        if "success_rate" in data:
+            lines.append("final evaluation success: " + Rate.of(float(data["success_rate"]), final_episodes).text())
         lines.append("evaluation steps: " + ", ".join(str(int(curve[i].get("steps", 0))) for i in idx))
         lines.append("success rate: [" + ", ".join(f"{float(curve[i].get('success_rate', 0.0)):.2f}" for i in idx) + "]")
         lines.append("mean episode return: [" + ", ".join(_fmt(float(curve[i].get("mean_return", 0.0))) for i in idx) + "]")
     tips = reflection_tips(data)
-    lines.append("Tips:" if tips else "Tips: none of the usual problems (constant or dominating components, no success) were found.")
+    lines.append("Tips:" if tips else "Tips: none of the usual problems (constant or dominating components, no success, "
+                 "changes beyond the evaluations' noise) were found.")
     lines.extend(f"- {tip}" for tip in tips)
     return "\n".join(lines)

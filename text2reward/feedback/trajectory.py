@@ -65,6 +65,24 @@ def _gripper_closed(views: list[Any]) -> np.ndarray | None:
     return None
 
 
+def _displacement_facts(key: str, track: np.ndarray, floor: float | None) -> dict[str, float | bool]:
+    """How far a tracked point went from its own start, `track[0]` (the first observed state), never from a
+    view's `init_position` or the env's placement: those may be other points of the object (MetaWorld's dial
+    centre lies 5 cm from the tracked rim point), and a fact about a point must be measured on that point.
+    `floor`: the table's height where the view has one, else the start height."""
+    shift = _distance(track, track[0])
+    rise = track[:, 2] - track[0, 2]
+    lowest_allowed = (float(track[0, 2]) if floor is None else floor) - FELL_M
+    return {
+        f"{key}_max_displacement": shift.max(),
+        f"{key}_final_displacement": shift[-1],
+        f"{key}_moved": bool(shift.max() > MOVED_M),
+        f"{key}_max_rise": rise.max(),
+        f"{key}_lifted": bool(rise.max() > LIFTED_M),
+        f"{key}_fell": bool(track[:, 2].min() < lowest_allowed),
+    }
+
+
 def _manipulation_facts(views: list[Any]) -> dict[str, float | bool]:
     first = views[0]
     facts: dict[str, float | bool] = {}
@@ -83,19 +101,8 @@ def _manipulation_facts(views: list[Any]) -> dict[str, float | bool]:
             closed = _gripper_closed(views)
             if closed is not None:
                 facts[f"{key}_grasped"] = bool(np.any(closed & (near < NEAR_M)))
-        shift = _distance(obj, obj[0])
-        rise = obj[:, 2] - obj[0, 2]
-        floor = float(first.table_height) if _has(first, "table_height") else float(obj[0, 2])
-        facts.update(
-            {
-                f"{key}_max_displacement": shift.max(),
-                f"{key}_final_displacement": shift[-1],
-                f"{key}_moved": bool(shift.max() > MOVED_M),
-                f"{key}_max_rise": rise.max(),
-                f"{key}_lifted": bool(rise.max() > LIFTED_M),
-                f"{key}_fell": bool(obj[:, 2].min() < floor - FELL_M),
-            }
-        )
+        floor = float(first.table_height) if _has(first, "table_height") else None
+        facts.update(_displacement_facts(key, obj, floor))
         if goal is not None:
             d = _distance(obj, goal)
             facts.update({f"{key}_goal_start": d[0], f"{key}_goal_min": d.min(), f"{key}_goal_final": d[-1]})
@@ -215,17 +222,18 @@ def _aggregate(facts: list[dict[str, Any]], key: str) -> tuple[list[float], list
     return [v for v in values if not isinstance(v, bool)], [v for v in values if isinstance(v, bool)]
 
 
-def trajectory_analysis(task: Task, episodes: Sequence[Any], successes: Sequence[bool] | None = None) -> str:
+def trajectory_analysis(task: Task, episodes: Sequence[Any], successes: Sequence[bool] | None = None,
+                        title: str | None = None) -> str:
     """What the rollouts did, in numbers: one line per quantity, averaged over episodes.
 
     `episodes`: `EpisodeStats` from `run_episode(..., record_views=True)` (their success is used),
-    or lists of views with `successes` given beside them.
+    or lists of views with `successes` given beside them. `title` replaces the first line (which episodes these are).
     """
     facts, flags = _collect(task, episodes, successes)
     if not facts or not any(facts):
         return f"Trajectory analysis: no recorded rollouts of {task.id}."
     n = len(facts)
-    lines = [f"Trajectory analysis of {n} evaluation rollout{'s' if n != 1 else ''} of {task.id}:"]
+    lines = [title or f"Trajectory analysis of {n} evaluation rollout{'s' if n != 1 else ''} of {task.id}:"]
     if all(f is not None for f in flags):
         lines.append(
             f"task success: {sum(bool(f) for f in flags)} of {n} episodes ("

@@ -132,9 +132,12 @@ def build_error_messages(task: Task, code: str, error_text: str, reward_mode: st
     return _messages(task, "execution_error.j2", reward_mode, code=code, error_text=trim_error_text(error_text, source=code))
 
 
-def build_feedback_messages(task: Task, best_code: str, feedback_text: str, reward_mode: str = "dense") -> list[Message]:
-    """Ask for an improved program from the best one so far and its training feedback."""
-    return _messages(task, "training_feedback.j2", reward_mode, best_code=best_code, feedback_text=feedback_text)
+def build_feedback_messages(task: Task, best_code: str, feedback_text: str, reward_mode: str = "dense",
+                            contrast_text: str = "") -> list[Message]:
+    """Ask for an improved program from the best one so far and its training feedback; `contrast_text` shows the
+    round's other candidates beside it (text2reward.feedback.compose.round_contrast)."""
+    return _messages(task, "training_feedback.j2", reward_mode, best_code=best_code, feedback_text=feedback_text,
+                     contrast_text=contrast_text)
 
 
 def build_human_feedback_messages(task: Task, code: str, behaviour_text: str, critique: str, reward_mode: str = "dense") -> list[Message]:

@@ -1,18 +1,83 @@
-"""Which candidate is best: one ordering for the loop, the reports, the CLI and the dashboard."""
+"""Which candidate is best: one ordering for the loop, the reports, the CLI and the dashboard.
+
+A candidate's final success is a rate over its final evaluation's episodes, so it comes with a 95% Wilson interval
+(`policies.stats`). Candidates are ordered by it, and the ones whose intervals overlap the leader's are **tied**
+with it: the round summary and the next prompt say so, and say how the tie was broken (`TIE_BREAK`). The order
+inside a tie is by the best guess still: the higher final success, then the success over the whole training
+curve (every evaluation averaged: sooner and steadier), then the native return, then the earlier candidate (so
+the best so far keeps its place against a later candidate that only equals it).
+"""
 
 from __future__ import annotations
 
-from text2reward.runs.records import Candidate, has_training
+from dataclasses import dataclass
+from typing import Any
+
+from policies.stats import Rate
+from text2reward.runs.records import Candidate, episodes_of, has_training
+
+TIE_BREAK = ("the higher final success, then the higher success over the whole training curve, then the higher "
+             "native return, then the earlier candidate")
+"""How a tie is broken, as the round summary and the prompt state it."""
 
 
-def candidate_score(candidate: Candidate) -> tuple[float, float, float]:
-    """Order trained candidates: final success, then success over the whole curve, then native return."""
+@dataclass(frozen=True)
+class Standing:
+    """A trained candidate's figures for ranking."""
+
+    id: str
+    success: Rate
+    area: float
+    """The mean success rate over the training curve's evaluations."""
+    native_return: float
+    order: tuple[int, int, int]
+    """(round, sample, tuned): earlier first."""
+
+    @property
+    def key(self) -> tuple[float, float, float, int, int, int]:
+        return (self.success.rate, self.area, self.native_return, -self.order[0], -self.order[1], -self.order[2])
+
+
+def standing(candidate: Candidate) -> Standing:
     training = candidate.get("training") or {}
     curve = training.get("curve") or [{"success_rate": 0.0}]
-    area = sum(p["success_rate"] for p in curve) / len(curve)
-    return (training.get("success_rate", -1.0), area, training.get("mean_native_return", float("-inf")))
+    area = sum(float(p["success_rate"]) for p in curve) / len(curve)
+    return Standing(
+        id=candidate["id"],
+        success=Rate.of(training.get("success_rate", 0.0), episodes_of(training)),
+        area=area,
+        native_return=float(training.get("mean_native_return", float("-inf"))),
+        order=(int(candidate.get("round", 0)), int(candidate.get("sample", 0)), 1 if candidate.get("parent") else 0),
+    )
+
+
+def candidate_score(candidate: Candidate) -> tuple[float, float, float, int, int, int]:
+    """The ordering key of a trained candidate (higher is better)."""
+    return standing(candidate).key
+
+
+def rank(candidates: list[Candidate]) -> list[Standing]:
+    """The trained candidates, best first."""
+    return sorted((standing(c) for c in candidates if has_training(c)), key=lambda s: s.key, reverse=True)
+
+
+def tied_with_best(standings: list[Standing]) -> list[str]:
+    """The ids (after the first) whose success is within the first's noise: the ties a prompt must call ties."""
+    if not standings:
+        return []
+    best = standings[0]
+    return [s.id for s in standings[1:] if s.success.ties(best.success)]
 
 
 def best_candidate(candidates: list[Candidate]) -> Candidate | None:
-    trained = [c for c in candidates if has_training(c)]
-    return max(trained, key=candidate_score) if trained else None
+    ranked = rank(candidates)
+    if not ranked:
+        return None
+    return next(c for c in candidates if c.get("id") == ranked[0].id and has_training(c))
+
+
+def tie_summary(candidates: list[Candidate]) -> dict[str, Any]:
+    """`{tied, tie_break}` for a round summary: who is within the best's noise, and how the best was chosen among
+    them; `{}` when the best stands alone."""
+    tied = tied_with_best(rank(candidates))
+    return {"tied": tied, "tie_break": TIE_BREAK} if tied else {}

@@ -10,6 +10,7 @@ older layout into the current one, and refuses one written by a newer text2rewar
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any, TypedDict
 
 from sim_envs.errors import ConfigError
@@ -37,6 +38,18 @@ class TrainingSummary(TypedDict, total=False):
     wall_seconds: float
     steps_per_second: float
     curve: list[dict[str, Any]]
+    episodes: int  # of the final evaluation (`success_rate`); absent in older records (then read as 5, `episodes_of`)
+    eval_episodes: int  # of each evaluation during training (the curve's points)
+
+
+DEFAULT_EVAL_EPISODES = 5
+"""What an older record that does not say how many episodes an evaluation had is read as (the default of every
+family but Fetch, and the fewest: the widest interval)."""
+
+
+def episodes_of(training: TrainingSummary | dict[str, Any]) -> int:
+    """How many episodes a candidate's final success rate is a mean of."""
+    return int(training.get("episodes") or training.get("eval_episodes") or DEFAULT_EVAL_EPISODES)
 
 
 class ConstantChange(TypedDict):
@@ -90,10 +103,13 @@ class Candidate(TypedDict, total=False):
     screening: dict[str, Any]
     status: str  # no_code | invalid | screened_out | pending_training | trained | stopped_early | failed | interrupted
     reason: str  # why a candidate is not trained
+    failure_cause: str  # status failed: "reward" (its own code), "machine", "error" (training/jobs.failure_cause)
+    failure_numbers: str  # a stopped reward call's CPU, blocked, wall and waiting times (for people, not the model)
     training: TrainingSummary
     training_result: dict[str, Any]  # the whole result.json
     feedback_file: str | None
     behaviour_text: str
+    facts: dict[str, float]  # the analysed episodes' facts, averaged (feedback.compose.mean_facts); the contrast reads them
     video_file: str | None
     keyframes: list[str]
     warnings: list[str]  # after training: a failed analysis or video (the candidate still trained)
@@ -118,6 +134,9 @@ def training_summary(result: dict[str, Any]) -> TrainingSummary:
         "mean_return": result["mean_return"], "mean_native_return": result["mean_native_return"],
         "steps": result["steps"], "wall_seconds": result["wall_seconds"],
         "steps_per_second": result["steps_per_second"], "curve": result["curve"],
+        "episodes": int(result.get("final_eval_episodes") or len((result.get("final_eval") or {}).get("episodes") or [])
+                        or result.get("eval_episodes") or DEFAULT_EVAL_EPISODES),
+        "eval_episodes": int(result.get("eval_episodes") or DEFAULT_EVAL_EPISODES),
     }
 
 
@@ -129,6 +148,8 @@ class RoundSummary(TypedDict, total=False):
     best: str | None
     best_success: float | None
     statuses: dict[str, str]
+    tied: list[str]  # candidates whose success is within the best's noise (runs/ranking.py); absent in older records
+    tie_break: str  # how the best was chosen among them (ranking.TIE_BREAK), when `tied` is not empty
 
 
 class FinalSummary(TypedDict, total=False):
@@ -177,3 +198,17 @@ def upgrade(record: dict[str, Any], what: str) -> dict[str, Any]:
 def stamped(record: dict[str, Any]) -> dict[str, Any]:
     """The record as written: with this layout's schema version."""
     return {**record, "schema": SCHEMA_VERSION}
+
+
+def short_reason(text: str, width: int) -> str:
+    """A reason cut to whole words within `width` characters (never mid-word or mid-number), marked when cut;
+    the full text stays in the run folder."""
+    return textwrap.shorten(" ".join(str(text).split()), width, placeholder=" ...") if text else ""
+
+
+def final_failures(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """A final arm's failed seeds, each {seed, reason, cause, attempts}; older summaries kept reasons only (seed "?")."""
+    failed = entry.get("failed_seeds")
+    if isinstance(failed, list):
+        return [f for f in failed if isinstance(f, dict)]
+    return [{"seed": "?", "reason": str(reason), "cause": "error", "attempts": 1} for reason in entry.get("failures") or []]

@@ -23,7 +23,7 @@ from text2reward.runs.keypoint_record import (
     read_keypoint_record,
     reward_source_text,
 )
-from text2reward.runs.records import Candidate, FinalSummary, has_training
+from text2reward.runs.records import Candidate, FinalSummary, final_failures, has_training, short_reason
 from text2reward.runs.store import RunStore
 
 HEURISTIC_LABEL = "heuristic (rule-based composer, no language model)"
@@ -245,9 +245,9 @@ def write_report(store: RunStore, status: str | None = None, reason: str | None 
     ]
     for c in candidates:
         training = c.get("training") or {}
-        note = (c.get("reason") or "").splitlines()[0][:100] if c.get("reason") else ""
+        note = short_reason((c.get("reason") or "").splitlines()[0], 160) if c.get("reason") else ""
         if c.get("stopped_early"):
-            note = f"stopped at {c['stopped_early'].get('steps')} steps: {c['stopped_early'].get('reason', '')}"[:160]
+            note = short_reason(f"stopped at {c['stopped_early'].get('steps')} steps: {c['stopped_early'].get('reason', '')}", 160)
         if c.get("parent"):
             note = f"constants of {c['parent']} tuned: {tuning_note(c)}"
         lines.append(f"| {c['id']} | {c['status']} | {_fmt(training.get('success_rate'))} | {_fmt(training.get('best_success_rate'))} | {note} |")
@@ -274,11 +274,17 @@ def write_report(store: RunStore, status: str | None = None, reason: str | None 
         lines += vision_analysis_lines(store, best)
     if final.get("best_candidate"):
         lines += ["", "## Final comparison (re-trained from scratch on new seeds)", "", "| reward | success per seed | mean | std |", "| --- | --- | --- | --- |"]
+        failures = []
         for kind in ("best", "expert"):
             entry = final.get(kind)
             if isinstance(entry, dict):
                 rates = ", ".join(f"{r:.2f}" for r in entry["success_rates"]) or "-"
                 lines.append(f"| {kind} | {rates} | {_fmt(entry['mean'])} | {_fmt(entry['std'])} |")
+                failures += [(kind, failed) for failed in final_failures(entry)]
+        if failures:
+            lines += ["", "Seeds that did not finish training (each tried again when the cause was not the reward's own):", ""]
+            lines += [f"- {kind} seed {f['seed']} ({f.get('attempts', 1)} attempt(s)): {' '.join(str(f['reason']).split())}" for kind, f in failures]
+            lines += ["", f"`t2r resume {store.run_id} --runs-dir {store.runs_dir}` re-trains them."]
     elif final:
         lines += ["", f"No final comparison: {final.get('reason', '')}"]
     path = store.root / "report.md"

@@ -41,9 +41,9 @@ def read_exact(fd: int, size: int, deadline: float | None = None) -> bytes:
     chunks: list[bytes] = []
     remaining = size
     while remaining:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+        if deadline is not None:  # a late caller still looks once: the bytes may be waiting
+            left = max(deadline - time.monotonic(), 0.0)
+            if not select.select([fd], [], [], left)[0]:
                 raise ChannelTimeout(f"no reply within the time limit ({size - remaining} of {size} bytes read)")
         chunk = os.read(fd, min(remaining, 1 << 20))
         if not chunk:
@@ -110,9 +110,9 @@ class FrameReader:
                 want = end - have
             else:
                 want = HEADER.size - have
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0 or not self._poll.poll(math.ceil(left * 1000)):
+            if deadline is not None:  # a late caller still looks once: the reply may be waiting
+                left = max(deadline - time.monotonic(), 0.0)
+                if not self._poll.poll(math.ceil(left * 1000)):
                     raise ChannelTimeout(f"no reply within the time limit ({have} bytes of a frame read)")
             chunk = os.read(self.fd, max(want, 1 << 16))
             if not chunk:

@@ -4,9 +4,11 @@ Three modes share one lock-down sequence:
 - `serve`: one long-lived process per training env, answering one reward call per frame (views
   arrive in wire.py's compact format: a schema once, then numbers; replies settle into packed doubles);
 - `zygote`: a trusted process that has imported numpy and the views once and forks a fresh child
-  per validation request (a fork costs milliseconds, a fresh interpreter ~0.3 s). Children read
-  their request from memory inherited at the fork, answer on their own pipe, and are killed by the
-  zygote at the request's wall-clock limit;
+  per validation request (a fork costs milliseconds, a fresh interpreter ~0.3 s). The child gets two
+  pipes of its own, which the zygote hands to the parent (with a pidfd of the child) over a Unix
+  socket; the parent then drives it call by call, exactly as it drives a `serve` worker, and
+  computes every verdict itself. The zygote reports only how the child ended (trusted: its own
+  wait), killing it at the request's wall-clock backstop;
 - `selftest`: the lock-down alone, then the escape attempts of selftest.py (isolation.py runs it
   once per mechanism before any model-written code).
 
@@ -33,9 +35,8 @@ import pickle
 import resource
 import signal
 import sys
-import time
 
-from text2reward.sandbox.channel import MAX_REPLY_BYTES, ChannelClosed, ChannelTimeout, FrameReader, frame, read_frame, write_all
+from text2reward.sandbox.channel import ChannelClosed, FrameReader, frame, read_frame, write_all
 from text2reward.sandbox.untrusted import MAX_COMPONENTS, MAX_NAME_CHARS
 
 FILENAME = "<reward>"
@@ -62,10 +63,16 @@ def _serve(config: dict) -> int:
     reader = FrameReader(proto_in)
     hello = pickle.loads(reader.read())
     modules = _import_trusted(hello["code"], hello["modules"])
+    return _serve_calls(reader, proto_out, hello, modules, config)
+
+
+def _serve_calls(reader: FrameReader, proto_out: int, hello: dict, modules: dict, config: dict) -> int:
+    """Load the code (locking down first), say ready, then answer one reward call per request frame until EOF:
+    the protocol of training and validation alike (the parent drives both, call by call)."""
     from text2reward.sandbox.wire import PICKLE, ReplyEncoder, ViewDecoder
 
     views, replies = ViewDecoder(hello["modules"]), ReplyEncoder(check=_check_components)
-    program = _load(hello, modules, config, timed=False)
+    program = _load(hello, modules, config)
     if isinstance(program, dict):
         _send(proto_out, program)
         return 0
@@ -105,10 +112,16 @@ def _self_test(config: dict) -> int:
 
 
 def _zygote(config: dict) -> int:
-    """Fork one child per request; report how it ended, then relay its reply frame untouched."""
+    """Fork one child per validation request, hand its pipes (and a pidfd of it) to the parent, report how it ended.
+
+    The parent then drives the child call by call over those pipes, exactly as it drives a training worker; the
+    zygote never relays a byte of the child's, so nothing the child writes can pass for the zygote's word."""
+    import socket
+
     from text2reward.sandbox.jail import import_layers
 
     proto_in, proto_out = _claim_stdio()
+    handoff = socket.socket(fileno=int(config["handoff_fd"]))
     _import_trusted("", [])
     import_layers()
     while True:
@@ -119,80 +132,55 @@ def _zygote(config: dict) -> int:
         try:
             modules = _import_trusted(request["code"], request["modules"])
         except Exception as exc:  # e.g. a view class that cannot be imported here
-            _send(proto_out, {"reply": False, "detail": f"the sandbox could not import the views: {type(exc).__name__}: {exc}"})
+            _send(proto_out, {"forked": False, "detail": f"the sandbox could not import the views: {type(exc).__name__}: {exc}"})
             continue
         gc.freeze()  # the child's collections then skip the zygote's objects: no copy-on-write storm
-        read_end, write_end = os.pipe()
+        calls_read, calls_write = os.pipe()
+        replies_read, replies_write = os.pipe()
         pid = os.fork()
         if pid == 0:
             try:
-                os.close(read_end)
-                _batch_child(dict(request, jail=config["jail"]), modules, write_end)
+                _candidate_child(dict(request, jail=config["jail"]), modules, calls_read, replies_write)
             finally:
                 os._exit(0)
-        os.close(write_end)
-        status, reply = _wait_for_child(pid, read_end, float(request["wall_seconds"]))
-        os.close(read_end)
-        _send(proto_out, status)
-        if reply is not None:
-            write_all(proto_out, frame(reply))
+        os.close(calls_read)
+        os.close(replies_write)
+        pidfd = os.pidfd_open(pid)
+        socket.send_fds(handoff, [b"child"], [calls_write, replies_read, pidfd])
+        os.close(calls_write)
+        os.close(replies_read)
+        _send(proto_out, {"forked": True})
+        _send(proto_out, _reap(pid, pidfd, float(request["wall_seconds"])))
+        os.close(pidfd)
 
 
-def _batch_child(request: dict, modules: dict, out: int) -> None:
-    """In the forked child: shed the zygote's pipes, lock down, run every sample `repeats` times."""
+def _candidate_child(request: dict, modules: dict, calls_in: int, replies_out: int) -> None:
+    """In the forked child: shed every fd but its own two pipes, set its limits, then serve calls (it locks down
+    before the code is compiled: `_load`)."""
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
-    os.closerange(3, out)
-    os.closerange(out + 1, 1 << 16)
+    keep = sorted((calls_in, replies_out))
+    os.closerange(3, keep[0])
+    os.closerange(keep[0] + 1, keep[1])
+    os.closerange(keep[1] + 1, 1 << 16)
     _apply_limits(request)
-    samples = [pickle.loads(blob) for blob in request["samples"]]  # once, before lock-down: views are read-only
-    program = _load(request, modules, request)
-    if isinstance(program, dict):
-        _send(out, program)
-        return
-    passes: list[list] = []
-    for repeat in range(request["repeats"]):
-        outputs: list = []
-        for index, (view, action) in enumerate(samples):
-            try:
-                outputs.append(program(view, action))
-            except BaseException as exc:  # untrusted code: every failure is feedback
-                _send(out, {"error": format_error(exc, request["code"]), "kind": _kind(exc), "index": index, "repeat": repeat})
-                return
-        passes.append(outputs)
-    _send(out, {"passes": passes})
+    _serve_calls(FrameReader(calls_in), replies_out, request, modules, request)
 
 
-def _wait_for_child(pid: int, fd: int, seconds: float) -> tuple[dict, bytes | None]:
-    """The child's reply frame and how it ended; kill it at the deadline or once it has answered."""
-    reply, timed_out = None, False
-    try:
-        reply = read_frame(fd, time.monotonic() + seconds, MAX_REPLY_BYTES)
-    except ChannelTimeout:
-        timed_out = True
-    except ChannelClosed:
-        pass
-    status = _reap(pid, grace=0.0 if timed_out else 1.0)
-    return {"reply": reply is not None, "timeout": timed_out, **status}, reply
+def _reap(pid: int, pidfd: int, seconds: float) -> dict:
+    """Wait for the child to end (the parent closes its pipes when done, or kills it); kill it at the backstop."""
+    import select
 
-
-def _reap(pid: int, grace: float) -> dict:
-    deadline = time.monotonic() + grace
-    while True:
-        done, code, usage = os.wait4(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() >= deadline:
-            os.kill(pid, signal.SIGKILL)  # our own child, by its id
-            _, code, usage = os.wait4(pid, 0)
-            break
-        time.sleep(0.002)
-    # the child's CPU time from the kernel: the parent bounds the reward's cost with it, whatever the child reports
-    cpu = {"cpu_seconds": float(usage.ru_utime + usage.ru_stime)}
+    timed_out = not select.select([pidfd], [], [], seconds)[0]  # a pidfd is readable once its process has ended
+    if timed_out:
+        os.kill(pid, signal.SIGKILL)  # our own child, not yet reaped: its id is still its own
+    _, code, usage = os.wait4(pid, 0)
+    # the child's CPU time from the kernel, whatever the child says
+    status = {"timeout": timed_out, "cpu_seconds": float(usage.ru_utime + usage.ru_stime)}
     if os.WIFSIGNALED(code):
-        return {"signal": os.WTERMSIG(code), "exit": None, **cpu}
-    return {"signal": None, "exit": os.WEXITSTATUS(code), **cpu}
+        return {"signal": os.WTERMSIG(code), "exit": None, **status}
+    return {"signal": None, "exit": os.WEXITSTATUS(code), **status}
 
 
 # --- lock-down ---
@@ -248,12 +236,10 @@ def _import_trusted(code: str, view_modules: list[str]) -> dict:
     return {name: importlib.import_module(name) for name in sorted(wanted)}
 
 
-def _load(hello: dict, modules: dict, config: dict, timed: bool = True):
+def _load(hello: dict, modules: dict, config: dict):
     """Compile, lock down, run the module body: the reward caller, or an error reply.
 
-    The caller returns [total, components, nanoseconds] with the components checked; with
-    `timed=False` (a training worker, where every microsecond is paid per env step) it returns
-    (total, components) and leaves the component check to the reply encoder, which runs it
+    The caller returns (total, components) and leaves the component check to the reply encoder, which runs it
     whenever the names change: unchanged names were checked already."""
     from policies.reward_program import normalise_output
 
@@ -276,17 +262,10 @@ def _load(hello: dict, modules: dict, config: dict, timed: bool = True):
     except BaseException as exc:  # the module body is untrusted: every failure is feedback
         return {"error": format_error(exc, code), "kind": "load"}
 
-    def call(view, action) -> list:
-        start = time.perf_counter_ns()
-        total, components = normalise_output(entry(view, action))
-        elapsed = time.perf_counter_ns() - start
-        _check_components(components)
-        return [total, components, elapsed]
-
-    def lean_call(view, action) -> tuple[float, dict]:
+    def call(view, action) -> tuple[float, dict]:
         return normalise_output(entry(view, action))
 
-    return call if timed else lean_call
+    return call
 
 
 SAFE_BUILTINS = (

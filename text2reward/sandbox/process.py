@@ -1,10 +1,10 @@
 """The parent's handle on one jailed worker process: start, talk with deadlines, kill.
 
 Why the parent enforces time: a jailed process can ignore signals and spin; only the parent's
-clock and SIGKILL are beyond its reach. Per training call it holds a wall-clock limit, and past
-the CPU limit's worth of wall time it reads the worker's CPU time from the kernel (/proc), so a
-busy machine never passes for a slow reward. Replies are parsed strictly (untrusted.py) and
-re-checked: the reward code runs in that process and can write anything on its pipe.
+reading of the kernel's clocks and SIGKILL are beyond its reach. A training call is judged on the
+worker's own CPU and blocked time (clocks.py), read when the parent decides, so a busy machine never
+passes for a slow reward; the wall clock is only a backstop. Replies are parsed strictly
+(untrusted.py) and re-checked: the reward code runs in that process and can write anything on its pipe.
 """
 
 from __future__ import annotations
@@ -13,21 +13,18 @@ import json
 import os
 import pickle
 import signal
+import socket
 import struct
 import subprocess
 import threading
-import time
 from typing import Any
 
-from text2reward.sandbox.channel import MAX_REPLY_BYTES, ChannelClosed, ChannelTimeout, FrameReader, frame, write_all
+from text2reward.sandbox.calls import CallChannel, SandboxFailure
+from text2reward.sandbox.clocks import CallLimits
 from text2reward.sandbox.isolation import active_isolation, jail_spec, launch_argv, worker_env
 from text2reward.sandbox.limits import Limits
 from text2reward.sandbox.untrusted import Malformed, clean_text, loads, parse_output
 from text2reward.sandbox.wire import REPLY, reply_struct
-
-
-class SandboxFailure(Exception):
-    """The worker did not answer properly: it timed out, died, or sent something malformed."""
 
 
 class WorkerProcess:
@@ -40,6 +37,13 @@ class WorkerProcess:
         isolation = active_isolation(limits.isolation)
         self.isolation = isolation.describe()
         config = {"mode": mode, "jail": jail_spec(isolation.mechanism), **limit_config(limits, cpu=False)}
+        self._cpu_rlimit = mode != "serve"  # a zygote's children set their own RLIMIT_CPU
+        self.handoff: socket.socket | None = None
+        """The zygote's Unix socket: each validation child's pipes and pidfd arrive on it (runner.py)."""
+        passed: tuple[int, ...] = ()
+        if mode == "zygote":
+            self.handoff, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            passed, config["handoff_fd"] = (theirs.fileno(),), theirs.fileno()
         self._proc = subprocess.Popen(
             launch_argv(isolation.mechanism) + [json.dumps(config)],
             stdin=subprocess.PIPE,
@@ -48,17 +52,21 @@ class WorkerProcess:
             cwd="/",
             env=worker_env(),
             close_fds=True,
+            pass_fds=passed,
             start_new_session=True,
         )
+        if mode == "zygote":
+            theirs.close()
         stdin, stdout = self._proc.stdin, self._proc.stdout
         assert stdin is not None and stdout is not None  # both were asked for as pipes
         self._stdin, self._stdout = stdin, stdout
         self._in = stdin.fileno()
         self._out = stdout.fileno()
         os.set_blocking(self._in, False)
-        self._reader = FrameReader(self._out)
         self._stderr = _Tail(self._proc.stderr)
         self._python_pid: int | None = None
+        self.calls = CallChannel(self._in, self._out, lambda: self.python_pid, self.kill,
+                                 lambda detail: self._failure(detail=detail))
 
     def alive(self) -> bool:
         return self._proc.poll() is None
@@ -67,91 +75,45 @@ class WorkerProcess:
     def pid(self) -> int:
         return self._proc.pid
 
+    @property
+    def python_pid(self) -> int:
+        """The host pid of the worker's Python process (the one whose clocks judge its calls)."""
+        return self._python_pid or self._find_python_pid()
+
     def start(self, hello: dict[str, Any], deadline: float) -> None:
-        self.send(pickle.dumps(hello, protocol=pickle.HIGHEST_PROTOCOL), deadline)
+        self.calls.send(pickle.dumps(hello, protocol=pickle.HIGHEST_PROTOCOL), deadline)
 
     def send(self, payload: bytes, deadline: float) -> None:
-        try:
-            write_all(self._in, frame(payload), deadline)
-        except ChannelTimeout:
-            raise self._failure(timed_out=True) from None
-        except ChannelClosed:
-            raise self._failure() from None
+        self.calls.send(payload, deadline)
 
     def receive_raw(self, deadline: float) -> bytes:
         """One frame's bytes; on a timeout or a dead worker, kill it and raise SandboxFailure."""
-        try:
-            return self._reader.read(deadline, MAX_REPLY_BYTES)
-        except ChannelTimeout:
-            raise self._failure(timed_out=True) from None
-        except ChannelClosed as exc:
-            raise self._failure(detail=str(exc) if "exceeds" in str(exc) else None) from None
+        return self.calls.receive_raw(deadline)
 
     def receive(self, deadline: float) -> Any:
-        data = self.receive_raw(deadline)
-        try:
-            return loads(data)
-        except Malformed as exc:
-            raise self._failure(detail=str(exc)) from None
+        return self.calls.receive(deadline)
 
-    def exchange(self, data: bytes, wall_seconds: float, cpu_seconds: float | None = None) -> bytes:
-        """Write ready-made frames (headers included) and return the reply frame's bytes.
+    def exchange(self, data: bytes, limits: CallLimits) -> tuple[bytes, float | None]:
+        """One reward call (see CallChannel.exchange)."""
+        return self.calls.exchange(data, limits)
 
-        One call per env step in training: one write, one poll and usually one read. Only a call
-        still running after `cpu_seconds` of wall time costs more: the worker's CPU time is read
-        from the kernel every `cpu_seconds`, and the call fails once it has used more than that."""
-        started = time.monotonic()
-        deadline = started + wall_seconds
-        try:
-            write_all(self._in, data, deadline)
-            if cpu_seconds is None or cpu_seconds >= wall_seconds:
-                return self._reader.read(deadline, MAX_REPLY_BYTES)
-            try:
-                return self._reader.read(started + cpu_seconds, MAX_REPLY_BYTES)
-            except ChannelTimeout:
-                pass
-            baseline_at, baseline_stats = time.monotonic(), self.schedstat()
-            baseline = None if baseline_stats is None else baseline_stats[0]
-            while True:
-                try:
-                    return self._reader.read(min(deadline, time.monotonic() + cpu_seconds), MAX_REPLY_BYTES)
-                except ChannelTimeout:
-                    now = time.monotonic()
-                    if now >= deadline:
-                        stats = self.schedstat()
-                        waited = None if stats is None or baseline_stats is None else stats[1] - baseline_stats[1]
-                        deadline = loaded_deadline(started, now, wall_seconds, waited, baseline_at)
-                        if now >= deadline:
-                            raise
-                used = self.cpu_seconds()
-                if baseline is not None and used is not None and used - baseline > cpu_seconds:
-                    self.kill()
-                    raise SandboxFailure(
-                        f"one reward call used more than {cpu_seconds * 1000:.0f} ms of CPU time and was stopped; "
-                        "a reward must cost microseconds: avoid loops and heavy computation in compute_dense_reward"
-                    )
-        except ChannelTimeout:
-            self.kill()
-            raise SandboxFailure(
-                f"one reward call took longer than {wall_seconds:g} s and was stopped; "
-                "the code must not wait, sleep or block in compute_dense_reward"
-            ) from None
-        except ChannelClosed as exc:
-            raise self._failure(detail=str(exc) if "exceeds" in str(exc) else None) from None
+    @property
+    def idle_cpu(self) -> float:
+        return self.calls.idle_cpu
 
     def cpu_seconds(self) -> float | None:
-        """CPU time the worker's Python process has used, from the kernel; None where /proc cannot say."""
-        stats = self.schedstat()
-        return None if stats is None else stats[0]
-
-    def schedstat(self) -> tuple[float, float] | None:
-        """(CPU seconds used, seconds spent runnable but waiting for a CPU) of the worker, from the kernel."""
-        return read_schedstat(f"/proc/{self._python_pid or self._find_python_pid()}/schedstat")
+        return self.calls.cpu_seconds()
 
     def _find_python_pid(self) -> int:
-        """Under bubblewrap the process we started is bwrap; the worker is its descendant."""
+        """Under bubblewrap the process we started is bwrap; the worker is the descendant that runs our module.
+
+        Raises ValueError while it does not run yet (bwrap forks it a moment after starting): a bwrap process's
+        clocks must never stand for the reward's."""
         pid = self._proc.pid
         for _ in range(4):
+            if _runs_worker(pid):
+                self._python_pid = pid
+                return pid
             try:
                 with open(f"/proc/{pid}/task/{pid}/children") as handle:
                     children = handle.read().split()
@@ -160,8 +122,7 @@ class WorkerProcess:
             if not children:
                 break
             pid = int(children[0])
-        self._python_pid = pid
-        return pid
+        raise ValueError("the worker's Python process is not running yet")
 
     def close(self, grace: float = 1.0) -> None:
         """Close the pipe (the worker exits on EOF) and kill it if it lingers."""
@@ -175,8 +136,12 @@ class WorkerProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
         self._stdout.close()
+        self.calls.forget_clock()
+        if self.handoff is not None:
+            self.handoff.close()
 
     def kill(self) -> None:
+        self.calls.forget_clock()
         if self._proc.returncode is None:  # not reaped yet, so the process group id is still ours
             try:
                 os.killpg(self._proc.pid, signal.SIGKILL)
@@ -203,35 +168,20 @@ class WorkerProcess:
             code = self._proc.returncode
         self._stderr.join(1.0)
         signal_number = -code if code < 0 else None
-        return SandboxFailure(explain_exit(signal_number, None if code < 0 else code, self.limits, self._stderr.text()))
+        failure = SandboxFailure(explain_exit(signal_number, None if code < 0 else code, self.limits, self._stderr.text(),
+                                              cpu_rlimit=self._cpu_rlimit))
+        failure.by_machine = killed_from_outside(signal_number, self._cpu_rlimit)
+        return failure
 
 
-LOADED_WALL_FACTOR = 20.0
-"""On a machine busy with other work, a call may wait for a CPU far longer than it runs: its wall limit then
-stretches by that wait, up to this many times the limit (0.5 s -> 10 s), never further."""
-
-
-def loaded_deadline(started: float, now: float, wall_seconds: float, waited: float | None, waited_since: float) -> float:
-    """The wall-clock deadline of a call that has reached its limit: `now` (stop it) unless the kernel says the worker
-    spent part of the call runnable but waiting for a CPU (`waited` seconds since `waited_since`, from
-    /proc/PID/schedstat). That wait is the machine's load, not the reward's doing, so the limit applies to the rest:
-    a reward that sleeps or blocks is not runnable and is stopped as before, and LOADED_WALL_FACTOR bounds it all."""
-    if waited is None or waited <= 0:
-        return now
-    own = (now - started) - min(waited, now - waited_since)
-    if own >= wall_seconds:
-        return now
-    return min(started + wall_seconds * LOADED_WALL_FACTOR, now + (wall_seconds - own))
-
-
-def read_schedstat(path: str) -> tuple[float, float] | None:
-    """A /proc schedstat file's first two fields in seconds: time on a CPU, time waiting on a run queue."""
+def _runs_worker(pid: int) -> bool:
+    """Whether `pid` is the jailed worker's Python (its command line names our module), not bwrap around it."""
     try:
-        with open(path, "rb") as handle:
-            fields = handle.read().split()
-        return int(fields[0]) / 1e9, int(fields[1]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return None
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            argv = handle.read().split(b"\0")
+    except OSError:
+        return False
+    return b"text2reward.sandbox.jailed" in argv and not argv[0].endswith(b"bwrap")
 
 
 def limit_config(limits: Limits, cpu: bool) -> dict[str, Any]:
@@ -243,13 +193,27 @@ def limit_config(limits: Limits, cpu: bool) -> dict[str, Any]:
     }
 
 
-def explain_exit(signal_number: int | None, exit_code: int | None, limits: Limits, stderr: str = "") -> str:
-    """Why a worker ended before answering, in words the model can act on."""
+SIGSYS_EXIT = 128 + signal.SIGSYS
+"""bubblewrap reports a child killed by a signal as its own exit code 128 + the signal."""
+
+
+def explain_exit(signal_number: int | None, exit_code: int | None, limits: Limits, stderr: str = "",
+                 cpu_rlimit: bool = True) -> str:
+    """Why a worker ended before answering, in words the model can act on; the same words on every path.
+
+    `cpu_rlimit`: the worker ran under RLIMIT_CPU (validation), so a SIGKILL may be its own CPU limit; a
+    training worker has none, so a SIGKILL came from outside it (see `killed_from_outside`)."""
+    if signal_number is None and exit_code == SIGSYS_EXIT:
+        signal_number, exit_code = int(signal.SIGSYS), None
     if signal_number is not None:
         try:
             name = signal.Signals(signal_number).name
         except ValueError:
             name = f"signal {signal_number}"
+        if signal_number == signal.SIGSYS:
+            return "the reward process was killed for a forbidden system call (SIGSYS); reward code may only compute on `self` and `action`"
+        if signal_number == signal.SIGKILL and not cpu_rlimit:
+            return f"the reward process was killed from outside by {name}, not by its own limits (the machine's memory or another process)"
         if signal_number == signal.SIGKILL:
             why = f"it went over its CPU-time ({limits.cpu_seconds} s) or memory ({limits.memory_mb} MB) limit"
         elif signal_number == signal.SIGSEGV:
@@ -260,6 +224,11 @@ def explain_exit(signal_number: int | None, exit_code: int | None, limits: Limit
     tail = clean_text(stderr.strip().splitlines()[-1], 300) if stderr.strip() else ""
     text = f"the reward process exited with code {exit_code} before answering; the code must not exit or stop the process"
     return f"{text} ({tail})" if tail and "sandbox worker failed" in tail else text
+
+
+def killed_from_outside(signal_number: int | None, cpu_rlimit: bool) -> bool:
+    """A training worker (no RLIMIT_CPU) killed by SIGKILL: its own code cannot do that to itself under the jail."""
+    return signal_number == signal.SIGKILL and not cpu_rlimit
 
 
 class ReplyDecoder:

@@ -7,9 +7,10 @@ view's class (and so the module to import before lock-down) is known. Views trav
 format of wire.py (a schema once, then only numbers), not as pickles: pickling was most of the
 cost of a step.
 
-Validation saw a few hundred calls; training makes millions, so the limits hold on every call: a
-wall-clock and a kernel-measured CPU limit per call, a median over each window of calls (a reward
-that starts sleeping a little per call after validation), finite totals and components. The first
+Validation saw a few hundred calls; training makes millions, so the limits hold on every call, judged
+on the kernel's clocks of the worker (clocks.py): CPU time and blocked time per call, with the wall
+clock only as a backstop; no CPU between calls; a median of the reward's own time over each window of
+calls (a reward that starts sleeping a little per call after validation); finite totals and components. The first
 breach fails the reward for good (later calls raise the same error, so a time bomb cannot reset by
 restarting its worker); training stops there and keeps what it had (policies.train).
 """
@@ -24,13 +25,21 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from sim_envs.errors import ConfigError, RewardProgramError
+from sim_envs.errors import ConfigError, RewardProgramError, RewardStoppedByMachine
+from text2reward.sandbox.calls import CallStopped, SandboxFailure
+from text2reward.sandbox.clocks import CallLimits
 from text2reward.sandbox.hints import attribute_hint
 from text2reward.sandbox.limits import Limits
-from text2reward.sandbox.process import ReplyDecoder, SandboxFailure, WorkerProcess, read_schedstat
+from text2reward.sandbox.process import ReplyDecoder, WorkerProcess
 from text2reward.sandbox.runner import view_modules
-from text2reward.sandbox.untrusted import clean_text
+from text2reward.sandbox.untrusted import Malformed, clean_text, loads
 from text2reward.sandbox.wire import ViewEncoder
+
+STARTUP_CPU_SECONDS = 10.0
+"""CPU a training worker may take to import numpy, the views and the allowed modules the code names, lock down and
+run the module body (~0.5-1 s measured; a module-level loop is stopped here)."""
+STARTUP_BLOCKED_SECONDS = 30.0
+"""Blocked time a worker's start-up may take: its imports read files, which on a cold, busy disk can take seconds."""
 
 
 class SandboxedReward:
@@ -46,8 +55,10 @@ class SandboxedReward:
         self._failure: str | None = None
         self._isolation = ""
         self._calls = 0
-        self._window: list[float] = []
-        self._own_times: list[float | None] = []
+        self._own_times: list[float] = []
+        self._call_limits: CallLimits | None = None
+        self._idle_cpu, self._started_at = 0.0, 0.0
+        self.failure_numbers = ""
 
     def __call__(self, view: Any, action: np.ndarray, native_reward: float, step_success: bool) -> tuple[float, dict[str, float]]:
         if self._failure is not None:
@@ -56,18 +67,22 @@ class SandboxedReward:
         encoder, replies = self._encoder, self._replies
         assert encoder is not None and replies is not None  # set with the worker
         data = encoder.encode(view, np.asarray(action))
-        sampled = self._calls % SAMPLE_EVERY == 0
-        before = (worker.schedstat(), read_schedstat(OWN_SCHEDSTAT)) if sampled else None
-        started = time.perf_counter()
         try:
-            reply = replies.decode(worker.exchange(data, self.limits.call_seconds, self.limits.call_cpu_seconds))
+            raw, own = worker.exchange(data, self.call_limits)
+            reply = replies.decode(raw)
+        except CallStopped as exc:
+            self._fail(f"reward program '{self.name}' failed at call {self._calls + 1}: {exc}", exc.numbers(), exc.by_machine)
         except SandboxFailure as exc:
-            self._fail(f"reward program '{self.name}' failed at call {self._calls + 1}: {exc}")
-        wall = time.perf_counter() - started
-        self._window.append(wall)
-        if before is not None:
-            self._own_times.append(_own_time(wall, before, (worker.schedstat(), read_schedstat(OWN_SCHEDSTAT))))
+            self._fail(f"reward program '{self.name}' failed at call {self._calls + 1}: {exc}", by_machine=exc.by_machine)
         self._calls += 1
+        self._idle_cpu += worker.idle_cpu
+        if worker.idle_cpu and self._idle_cpu > self.limits.idle_cpu_seconds + self.limits.idle_cpu_share * (time.monotonic() - self._started_at):
+            self._fail(f"reward program '{self.name}' failed at call {self._calls}: its process used {self._idle_cpu * 1000:.0f} ms "
+                       f"of CPU time between calls ({self._idle_cpu / max(time.monotonic() - self._started_at, 1e-9):.0%} of a core), "
+                       "while it should wait for the next state; the code must not run "
+                       "anything outside compute_dense_reward (timers, signal handlers)")
+        if own is not None:
+            self._own_times.append(own)
         if isinstance(reply, dict):
             error = clean_text(reply["error"])
             hint = attribute_hint(error, view)
@@ -77,32 +92,40 @@ class SandboxedReward:
             bad = [name for name, value in components.items() if not math.isfinite(value)]
             what = f"component '{bad[0]}' is {components[bad[0]]}" if bad else f"the total is {total}"
             self._fail(f"reward program '{self.name}' failed at call {self._calls}: {what}; a reward must be finite on every step")
-        if len(self._window) >= self.limits.slow_window:
+        if self._calls % self.limits.slow_window == 0:
             self._check_speed()
-        return reply
+        return total, components
+
+    @property
+    def call_limits(self) -> CallLimits:
+        if self._call_limits is None:
+            self._call_limits = CallLimits(cpu=self.limits.call_cpu_seconds, blocked=self.limits.call_blocked_seconds,
+                                           wall=self.limits.call_wall_seconds)
+        return self._call_limits
 
     def _check_speed(self) -> None:
-        """Slow means the reward's own time: the wall clock of a call less the time the worker and this
-        process spent waiting for a CPU (the kernel's run-queue delay), so that a machine busy with other
-        training is not mistaken for a reward that sleeps. Measured on every SAMPLE_EVERY-th call."""
-        median = statistics.median(self._window)
-        own = [t for t in self._own_times if t is not None]
-        self._window.clear()
-        self._own_times.clear()
-        if median > self.limits.slow_call_seconds and own:
-            median = statistics.median(own)  # the wall clock says slow: does the reward's own time?
+        """Slow means the reward's own time (CPU + blocked, from the kernel's clocks of the worker, every call), so a
+        machine busy with other training is never mistaken for a reward that sleeps a little on every call."""
+        own, self._own_times = self._own_times, []
+        if len(own) < self.limits.slow_window // 2:  # /proc could not say for most calls: nothing to judge on
+            return
+        median = statistics.median(own)
         if median > self.limits.slow_call_seconds:
             self._fail(
                 f"reward program '{self.name}' failed at call {self._calls}: its calls became slow "
-                f"({median * 1000:.1f} ms median over the last {self.limits.slow_window}, limit "
+                f"({median * 1000:.1f} ms of its own time, median over the last {self.limits.slow_window}, limit "
                 f"{self.limits.slow_call_seconds * 1000:.0f} ms); the code must not wait or sleep"
             )
 
-    def _fail(self, message: str) -> NoReturn:
-        """Stop the worker and refuse every later call with the same reason."""
+    def _fail(self, message: str, numbers: str = "", by_machine: bool = False) -> NoReturn:
+        """Stop the worker and refuse every later call with the same reason. `message` is what the code did (it
+        reaches the model); `numbers`, the kernel's account with the machine's side, goes only to people."""
         self._failure = message
+        self.failure_numbers = numbers
         self.close()
-        raise RewardProgramError(message)
+        error = RewardStoppedByMachine(message) if by_machine else RewardProgramError(message)
+        error.numbers = numbers
+        raise error
 
     @property
     def isolation(self) -> str:
@@ -115,17 +138,23 @@ class SandboxedReward:
         deadline = time.monotonic() + self.limits.wall_seconds
         modules = view_modules([view])
         hello = {"code": self.source, "modules": modules}
-        try:
+        try:  # the start-up judged like a call: the imports and module body on CPU, the wall clock as the backstop
             worker.start(hello, deadline)
-            reply = worker.receive(deadline)
+            raw, _ = worker.exchange(b"", CallLimits(cpu=STARTUP_CPU_SECONDS, blocked=STARTUP_BLOCKED_SECONDS,
+                                                     wall=self.limits.wall_seconds))
+            reply = loads(raw)
+        except Malformed as exc:
+            worker.close()
+            self._fail(f"reward program '{self.name}' could not start: the reward process sent {exc}")
         except SandboxFailure as exc:
             worker.close()
-            self._fail(f"reward program '{self.name}' could not start: {exc}")
+            self._fail(f"reward program '{self.name}' could not start: {exc}", by_machine=exc.by_machine)
         if not (isinstance(reply, dict) and reply.get("ready") is True):
             worker.close()
             error = reply.get("error") if isinstance(reply, dict) else None
             self._fail(f"reward program '{self.name}' could not start:\n{clean_text(error)}")
         self._worker, self._encoder, self._replies = worker, ViewEncoder(modules), ReplyDecoder()
+        self._idle_cpu, self._started_at = 0.0, time.monotonic()
         return worker
 
     def close(self) -> None:
@@ -151,7 +180,8 @@ class SandboxedReward:
         return {"source": self.source, "name": self.name, "limits": self.limits, "_failure": self._failure}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _worker=None, _encoder=None, _replies=None, _calls=0, _window=[], _own_times=[], _isolation="")
+        self.__dict__.update(state, _worker=None, _encoder=None, _replies=None, _calls=0, _own_times=[], _isolation="",
+                             failure_numbers="", _call_limits=None, _idle_cpu=0.0)
 
 
 def reward_from_file(spec: str, trusted: bool = False, mode: str = "dense") -> Any:
@@ -178,18 +208,3 @@ def reward_from_file(spec: str, trusted: bool = False, mode: str = "dense") -> A
     source = path.read_text()
     check_program(source, f"reward file {path}", mode)
     return SandboxedReward(runnable_source(source, mode), name=path.stem)
-
-
-SAMPLE_EVERY = 16
-"""One call in this many reads the kernel's scheduler statistics (four small /proc reads, ~20 us)."""
-OWN_SCHEDSTAT = "/proc/thread-self/schedstat"
-
-
-def _own_time(wall: float, before: tuple[Any, Any], after: tuple[Any, Any]) -> float | None:
-    """A call's wall clock less the run-queue waits of the worker and of this thread during it (None when
-    /proc cannot say): what is left is the reward computing, or sleeping, or blocking."""
-    (worker_before, own_before), (worker_after, own_after) = before, after
-    if None in (worker_before, own_before, worker_after, own_after):
-        return None
-    waited = (worker_after[1] - worker_before[1]) + (own_after[1] - own_before[1])
-    return max(wall - waited, 0.0)

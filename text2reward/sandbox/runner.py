@@ -1,4 +1,4 @@
-"""Run untrusted reward code on a batch of states in a fresh isolated process.
+"""Run untrusted reward code on a batch of states in a fresh isolated process, driven call by call by the parent.
 
 This is the runtime layer on its own: it does not run the static pass, so tests can prove that
 isolation alone stops hostile code. `validate` puts the two together.
@@ -8,6 +8,12 @@ that imported numpy and the view classes once: tens of ms per run instead of ~0.
 interpreter. The zygote only ever runs trusted code; each child puts itself in its own jail after
 the fork (its own user, network and IPC namespaces where the kernel allows them, Landlock, seccomp),
 so one candidate can neither reach nor leave anything for the next.
+
+Why call by call: the child runs the reward, so it controls everything it writes. It is given no batch
+and asked for no verdict: the parent sends each state itself over the child's own pipes (handed over
+by the zygote), with training's frames, per-call limits (the kernel's CPU and blocked time of the
+child: calls.py) and reply checks, and keeps every value it receives. A child can only answer each
+call with numbers, which is what a reward does; validation's checks are computed here from them.
 """
 
 from __future__ import annotations
@@ -15,7 +21,8 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import os
-import pickle
+import signal
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -23,10 +30,13 @@ from typing import Any
 
 import numpy as np
 
+from text2reward.sandbox.calls import CallChannel, CallStopped, SandboxFailure
+from text2reward.sandbox.clocks import CallLimits
 from text2reward.sandbox.isolation import active_isolation
 from text2reward.sandbox.limits import Limits
-from text2reward.sandbox.process import SandboxFailure, WorkerProcess, explain_exit, limit_config
-from text2reward.sandbox.untrusted import Malformed, clean_text, loads, parse_output
+from text2reward.sandbox.process import ReplyDecoder, WorkerProcess, explain_exit, limit_config
+from text2reward.sandbox.untrusted import Malformed, clean_text, loads
+from text2reward.sandbox.wire import ViewEncoder
 
 Output = tuple[float, dict[str, float]]
 
@@ -41,7 +51,8 @@ class RunResult:
 
     passes: list[list[Output]] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
-    """Seconds per reward call in the first pass, measured inside the worker."""
+    """The reward's own seconds per call in the first pass (CPU + blocked, from the kernel's clocks of the child,
+    read by the parent: load and waiting for a CPU do not count)."""
     error: str | None = None
     """Feedback text: the trimmed traceback, or why the process was stopped."""
     error_kind: str | None = None
@@ -63,6 +74,8 @@ class RunResult:
 
 ZYGOTE_GRACE_SECONDS = 30.0
 """Extra time the parent gives the zygote beyond the run's own limit (its start-up, under load)."""
+LOAD_CPU_SECONDS = 2.0
+"""CPU time a child may take to jail itself and run the program's module body before it says it is ready."""
 _ZYGOTES: dict[tuple[str, int], WorkerProcess] = {}
 _LOCK = threading.Lock()
 
@@ -71,30 +84,161 @@ def run_reward(code: str, samples: list[tuple[Any, np.ndarray]], limits: Limits 
     """Run `compute_dense_reward` on every (view, action), `repeats` times over, in a fresh sandboxed process."""
     limits = limits or Limits()
     started = time.monotonic()
-    request = {
-        "code": code,
-        "modules": view_modules([view for view, _ in samples]),
-        "samples": [pickle.dumps((view, np.asarray(action)), protocol=pickle.HIGHEST_PROTOCOL) for view, action in samples],
-        "repeats": int(repeats),
-        "wall_seconds": float(limits.wall_seconds),
-        **limit_config(limits, cpu=True),
-    }
+    modules = view_modules([view for view, _ in samples])
+    request = {"code": code, "modules": modules, "wall_seconds": float(limits.wall_seconds), **limit_config(limits, cpu=True)}
     with _LOCK:
         zygote = _zygote(limits)
         result = RunResult(isolation=zygote.isolation)
         deadline = time.monotonic() + limits.wall_seconds + ZYGOTE_GRACE_SECONDS
         try:
-            zygote.start(request, deadline)
-            status = zygote.receive(deadline)
-            reply = zygote.receive_raw(deadline) if isinstance(status, dict) and status.get("reply") else None
-            _fill(result, status, reply, len(samples), repeats, limits)
-        except MalformedReply as exc:  # the child's doing: report it, keep the zygote
-            result.error, result.error_kind = str(exc), "process"
+            child = ValidationChild.fork(zygote, request, limits, deadline)
         except SandboxFailure as exc:  # the zygote itself failed: start a fresh one next time
             _discard(zygote)
             result.error, result.error_kind = f"the sandbox failed: {exc}", "process"
+        else:
+            try:
+                _drive(child, samples, modules, repeats, limits, result)
+            finally:
+                child.close()
+                status: dict[str, Any] | None
+                try:
+                    status = child.status(deadline)
+                except SandboxFailure as exc:
+                    _discard(zygote)
+                    status = None
+                    if result.error is None:
+                        result.error, result.error_kind = f"the sandbox failed: {exc}", "process"
+            if status is not None:
+                cpu = status.get("cpu_seconds")
+                result.child_cpu_seconds = float(cpu) if type(cpu) is float and 0 <= cpu < 1e6 else None
     result.wall_seconds = time.monotonic() - started
     return result
+
+
+def _drive(child: ValidationChild, samples: list[tuple[Any, np.ndarray]], modules: list[str], repeats: int, limits: Limits,
+           result: RunResult) -> None:
+    """The calls, one at a time; the first failure of any kind ends the run with its reason."""
+    calls = CallLimits(cpu=limits.call_cpu_seconds, blocked=limits.call_blocked_seconds, wall=limits.call_wall_seconds)
+    try:
+        loading = CallLimits(cpu=min(LOAD_CPU_SECONDS, float(limits.cpu_seconds)), blocked=limits.call_blocked_seconds * 4,
+                             wall=limits.call_wall_seconds)
+        ready, _ = child.calls.exchange(b"", loading)
+        try:
+            hello = loads(ready)
+        except Malformed as exc:
+            raise SandboxFailure(f"the reward process was stopped: {exc}") from None
+        if isinstance(hello, dict) and "error" in hello:
+            result.error, result.error_kind = clean_text(hello["error"]), "load"
+            return
+        if not (isinstance(hello, dict) and hello.get("ready") is True):
+            raise SandboxFailure("the reward process sent a malformed reply")
+        encoder, decoder = ViewEncoder(modules), ReplyDecoder()
+        for repeat in range(repeats):
+            outputs: list[Output] = []
+            for index, (view, action) in enumerate(samples):
+                raw, own = child.calls.exchange(encoder.encode(view, np.asarray(action)), calls)
+                reply = decoder.decode(raw)
+                if isinstance(reply, dict):
+                    kind = reply.get("kind")
+                    result.error, result.failed_index = clean_text(reply["error"]), index
+                    result.error_kind = kind if kind in ("exception", "output") else "exception"
+                    return
+                outputs.append(reply)
+                if repeat == 0:
+                    result.seconds.append(own if own is not None else 0.0)
+            result.passes.append(outputs)
+    except CallStopped as exc:
+        result.error, result.error_kind = str(exc), "process"
+    except SandboxFailure as exc:  # a malformed reply or a child that died: the candidate's, never the zygote's
+        result.error, result.error_kind = str(exc), "process"
+
+
+class ValidationChild:
+    """The parent's end of one validation child: its two pipes and a pidfd, handed over by the zygote."""
+
+    def __init__(self, zygote: WorkerProcess, calls_fd: int, replies_fd: int, pidfd: int, limits: Limits):
+        self.zygote, self.limits = zygote, limits
+        self._calls_fd, self._replies_fd, self._pidfd = calls_fd, replies_fd, pidfd
+        os.set_blocking(calls_fd, False)
+        self._status: dict[str, Any] | None = None
+        self._deadline = time.monotonic() + limits.wall_seconds + ZYGOTE_GRACE_SECONDS
+        self.calls = CallChannel(calls_fd, replies_fd, self._host_pid, self.kill, self._ended)
+
+    @classmethod
+    def fork(cls, zygote: WorkerProcess, request: dict[str, Any], limits: Limits, deadline: float) -> ValidationChild:
+        """Ask the zygote for a child; its pipes and pidfd arrive on the handoff socket. Raises SandboxFailure."""
+        handoff = zygote.handoff
+        assert handoff is not None  # a zygote always has one
+        zygote.start(request, deadline)
+        forked = zygote.receive(deadline)
+        if not (isinstance(forked, dict) and forked.get("forked") is True):
+            detail = forked.get("detail") if isinstance(forked, dict) else None
+            raise SandboxFailure(clean_text(str(detail or "the zygote did not fork a child")))
+        handoff.settimeout(max(deadline - time.monotonic(), 0.001))
+        try:
+            _, fds, _, _ = socket.recv_fds(handoff, 16, 3)
+        except OSError as exc:
+            raise SandboxFailure(f"the zygote did not hand over its child ({exc})") from None
+        if len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            raise SandboxFailure("the zygote handed over a malformed child")
+        return cls(zygote, fds[0], fds[1], fds[2], limits)
+
+    def _host_pid(self) -> int:
+        """The child's pid as this process sees it, from its pidfd (race-free: the pidfd names the process)."""
+        with open(f"/proc/self/fdinfo/{self._pidfd}") as handle:
+            for line in handle:
+                if line.startswith("Pid:"):
+                    pid = int(line.split()[1])
+                    if pid > 0:
+                        return pid
+        raise ValueError("the child has ended")
+
+    def kill(self) -> None:
+        try:
+            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+        except OSError:
+            pass  # already ended
+
+    def _ended(self, detail: str | None) -> SandboxFailure:
+        """The child closed its pipe: say why, from how the zygote saw it end (trusted), never from the child."""
+        self.kill()
+        if detail is not None:
+            return SandboxFailure(f"the reward process was stopped: {detail}")
+        try:
+            status = self.status(self._deadline)
+        except SandboxFailure as exc:
+            return exc
+        signal_number, exit_code = status.get("signal"), status.get("exit")
+        if status.get("timeout"):
+            return SandboxFailure(f"the reward code did not finish within {self.limits.wall_seconds:g} s and was stopped; "
+                                  "avoid unbounded loops and heavy computation in compute_dense_reward")
+        return SandboxFailure(explain_exit(signal_number if type(signal_number) is int else None,
+                                           exit_code if type(exit_code) is int else None, self.limits))
+
+    def close(self) -> None:
+        """Close the pipes (the child exits on EOF) and kill it if it is still running: the run is over either way."""
+        self.calls.forget_clock()
+        for fd in (self._calls_fd, self._replies_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.kill()
+
+    def status(self, deadline: float) -> dict[str, Any]:
+        """How the child ended, from the zygote (read once)."""
+        if self._status is None:
+            status = self.zygote.receive(deadline)
+            if not isinstance(status, dict):
+                raise SandboxFailure("the sandbox sent a malformed status")
+            self._status = status
+            try:
+                os.close(self._pidfd)
+            except OSError:
+                pass
+        return self._status
 
 
 def _zygote(limits: Limits) -> WorkerProcess:
@@ -125,57 +269,6 @@ def shutdown_zygotes() -> None:
             if key[1] == os.getpid():
                 zygote.close()
             del _ZYGOTES[key]
-
-
-def _fill(result: RunResult, status: Any, reply_bytes: bytes | None, n_samples: int, repeats: int, limits: Limits) -> None:
-    """Turn the zygote's status and the child's reply into the result; distrust both shapes."""
-    if not isinstance(status, dict):
-        raise SandboxFailure("the sandbox sent a malformed status")
-    cpu = status.get("cpu_seconds")
-    result.child_cpu_seconds = float(cpu) if type(cpu) is float and 0 <= cpu < 1e6 else None
-    if reply_bytes is None:
-        result.error_kind = "process"
-        signal_number, exit_code = status.get("signal"), status.get("exit")
-        if status.get("timeout"):
-            result.error = (
-                f"the reward code did not finish within {limits.wall_seconds:g} s and was stopped; "
-                "avoid unbounded loops and heavy computation in compute_dense_reward"
-            )
-        elif status.get("detail"):
-            result.error = clean_text(status["detail"])
-        else:
-            result.error = explain_exit(
-                signal_number if type(signal_number) is int else None, exit_code if type(exit_code) is int else None, limits
-            )
-        return
-    try:
-        reply = loads(reply_bytes)
-    except Malformed as exc:
-        raise MalformedReply(str(exc)) from None
-    if not isinstance(reply, dict):
-        raise MalformedReply("the reward process sent a malformed reply")
-    if "error" in reply:
-        result.error = clean_text(reply["error"])
-        kind = reply.get("kind")
-        result.error_kind = kind if kind in ("load", "exception", "output") else "exception"
-        index = reply.get("index")
-        result.failed_index = index if type(index) is int and 0 <= index < n_samples else None
-        return
-    passes = reply.get("passes")
-    if not isinstance(passes, list) or len(passes) != repeats or any(not isinstance(p, list) or len(p) != n_samples for p in passes):
-        raise MalformedReply("the reward process sent a malformed reply")
-    try:
-        result.passes = [[parse_output(item) for item in one] for one in passes]
-        result.seconds = [_nanoseconds(item) / 1e9 for item in passes[0]] if passes else []
-    except (SandboxFailure, Malformed) as exc:
-        raise MalformedReply(str(exc)) from None
-
-
-def _nanoseconds(item: list) -> float:
-    value = item[2] if len(item) > 2 else None
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < 1e15:
-        raise SandboxFailure("the reward process sent a malformed reply")
-    return float(value)
 
 
 def view_modules(views: list[Any]) -> list[str]:

@@ -19,8 +19,6 @@ from text2reward.sandbox.runner import RunResult, run_reward
 from text2reward.sandbox.states import Sample, collect_states
 from text2reward.sandbox.static import static_check
 
-JAIL_STARTUP_ALLOWANCE = 0.25
-"""CPU seconds of a validation child not charged to its calls: lock-down, unpickling states, loading the code."""
 CHECKS = ("static", "runs", "output", "finite_total", "finite_components", "not_constant", "deterministic", "time_per_call")
 """Every report lists these, in this order; a check after a failed one is marked skipped."""
 
@@ -90,18 +88,16 @@ def smoke_checks(result: RunResult, limits: Limits) -> dict[str, dict[str, Any]]
         spread=spread,
     )
     checks["deterministic"] = _determinism(result)
+    # the reward's own time per call (CPU + blocked), from the kernel's clocks of the child, read by this process:
+    # neither the child's word nor a busy machine moves it
     median_us = statistics.median(result.seconds) * 1e6 if result.seconds else 0.0
-    # the child times its own calls; its CPU time from the kernel (trusted, and unmoved by a busy machine)
-    # bounds the mean from outside, less the jail's start-up, so a reward cannot pass by reporting fast calls
-    calls = max(1, sum(len(p) for p in result.passes))
-    outside_us = max(0.0, (result.child_cpu_seconds or 0.0) - JAIL_STARTUP_ALLOWANCE) / calls * 1e6
-    per_call_us = max(median_us, outside_us)
+    mean_us = statistics.fmean(result.seconds) * 1e6 if result.seconds else 0.0
     checks["time_per_call"] = _check(
-        per_call_us <= limits.max_call_us,
-        f"{per_call_us:.0f} us per call is over the {limits.max_call_us:.0f} us limit; compute with vectorised "
-        "numpy, without loops over many elements" if per_call_us > limits.max_call_us else f"{median_us:.1f} us per call (median)",
+        median_us <= limits.max_call_us,
+        f"{median_us:.0f} us per call is over the {limits.max_call_us:.0f} us limit; compute with vectorised "
+        "numpy, without loops over many elements" if median_us > limits.max_call_us else f"{median_us:.1f} us per call (median)",
         median_us=median_us,
-        outside_mean_us=outside_us,
+        mean_us=mean_us,
         limit_us=limits.max_call_us,
     )
     return checks

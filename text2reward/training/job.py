@@ -111,7 +111,9 @@ def run_job(job: TrainJob) -> dict[str, Any]:
         if job.analysis_episodes > 0:
             phase(f"analysing {job.analysis_episodes} rollouts")
             try:
-                record.update(analyse(task, model, reward_fn, config.seed, job.analysis_episodes, result.to_dict(), config.reward_mode))
+                analysis = analyse(task, model, reward_fn, config.seed, job.analysis_episodes, result.to_dict(), config.reward_mode)
+                record["warnings"].extend(analysis.pop("warnings", []))
+                record.update(analysis)
                 write_text_atomic(out / "feedback.md", record["feedback_text"])
             except Exception as exc:  # the policy trained: a failed analysis is a warning on it, never its failure
                 record["warnings"].append(f"trajectory analysis failed: {_reason(exc)}")
@@ -137,30 +139,67 @@ def run_job(job: TrainJob) -> dict[str, Any]:
 
 
 def analyse(task: Any, model: Any, reward_fn: Any, seed: int, episodes: int, result: dict[str, Any],
-            reward_mode: str = "dense") -> dict[str, str]:
-    """Roll the trained policy out and describe what it did (the next prompt's feedback), on the env it trained on."""
-    from policies.evaluate import evaluate, model_actor
+            reward_mode: str = "dense") -> dict[str, Any]:
+    """Describe what the trained policy did (the next prompt's feedback), on the env it was evaluated on: the final
+    evaluation's first `episodes` episodes, replayed (same reset seeds, same deterministic policy), so the analysis
+    and the evaluation speak of the same episodes. A policy whose success fell after a peak has its peak checkpoint
+    played on the same episodes beside it (text2reward.feedback.compose)."""
+    from policies.evaluate import model_actor, run_episode
     from policies.her import flat_observations
     from policies.reward_modes import DEFAULT_GAMMA
+    from policies.stats import Rate
     from policies.task_env import make_task_env
+    from policies.train import EVAL_SEED_OFFSET, load_policy
     from text2reward.feedback import build_feedback_text, describe_behaviour
+    from text2reward.feedback.compose import AnalysedEpisodes, PeakComparison, mean_facts, peak_fell
 
     gamma = float((result.get("hyperparams") or {}).get("algo_kwargs", {}).get("gamma", DEFAULT_GAMMA))
-    env = make_task_env(task, reward_fn, seed=seed + 20_000, reward_mode=reward_mode, gamma=gamma, flatten=flat_observations(result))
+    evaluation = [bool(e["success"]) for e in (result.get("final_eval") or {}).get("episodes") or []]
+    first = seed + EVAL_SEED_OFFSET  # the final evaluation's reset seeds: first, first + 1, ...
+    count = min(episodes, len(evaluation)) if evaluation else episodes
+    env = make_task_env(task, reward_fn, seed=first, reward_mode=reward_mode, gamma=gamma, flatten=flat_observations(result))
+    peak = None
     try:
-        rollouts = evaluate(env, model_actor(model), episodes, seed=seed + 20_000, record_views=True)
+        act = model_actor(model)
+        rollouts = [run_episode(env, act, seed=first + i, record_views=True) for i in range(count)]
+        if evaluation and peak_fell(result):
+            peak_act = model_actor(load_policy(result["peak"]["model_path"])[0])
+            played = [run_episode(env, peak_act, seed=first + i, record_views=i < count) for i in range(len(evaluation))]
+            during = result["peak"]
+            peak = PeakComparison(
+                steps=int(during["steps"]),
+                during_training=Rate.of(during["success_rate"], int(during.get("episodes") or result.get("eval_episodes") or 5)),
+                peak=[e.success for e in played], final=evaluation, peak_episodes=played[:count], final_episodes=rollouts)
     finally:
         env.close()
-    views = [e.views for e in rollouts.episodes]
-    successes = [e.success for e in rollouts.episodes]
-    return {"feedback_text": build_feedback_text(task, result, views, successes),
-            "behaviour_text": describe_behaviour(task, views, successes)}
+    successes = [e.success for e in rollouts]
+    analysed = AnalysedEpisodes(seeds=[first + i for i in range(count)], evaluation=evaluation, replayed=successes) if evaluation else None
+    views = [e.views for e in rollouts]
+    record: dict[str, Any] = {
+        "feedback_text": build_feedback_text(task, result, views, successes, analysed=analysed, peak=peak),
+        "behaviour_text": describe_behaviour(task, views, successes),
+        "facts": mean_facts(task, rollouts),
+        "analysed_seeds": [first + i for i in range(count)],
+    }
+    if analysed is not None and not analysed.agrees:
+        record["warnings"] = ["the analysis's replays of the final evaluation's episodes did not repeat its successes"]
+    if peak is not None:
+        record["peak"] = {"steps": peak.steps, "success_on_final_episodes": sum(peak.peak) / len(peak.peak)}
+    return record
 
 
 def _reason(exc: BaseException) -> str:
     from sim_envs.errors import Text2RewardError
 
     return str(exc) if isinstance(exc, Text2RewardError) else f"{type(exc).__name__}: {exc}"
+
+
+def failure_cause(exc: BaseException) -> str:
+    """Whose doing a failed job was: "reward" (the reward's own code), "machine" (its process was stopped or killed
+    from outside: worth another try), or "error" (anything else: a setting, a library, a bug)."""
+    from sim_envs.errors import RewardProgramError
+
+    return exc.cause if isinstance(exc, RewardProgramError) else "error"
 
 
 def execute(job: TrainJob) -> bool:
@@ -172,7 +211,8 @@ def execute(job: TrainJob) -> bool:
         run_job(job)
     except Exception as exc:  # recorded for the loop, which marks the candidate failed with this reason
         reason = _reason(exc)
-        write_json_atomic(out / ERROR_FILE, {"reason": reason, "traceback": traceback.format_exc()[-4000:]})
+        write_json_atomic(out / ERROR_FILE, {"reason": reason, "cause": failure_cause(exc), "numbers": getattr(exc, "numbers", ""),
+                                             "traceback": traceback.format_exc()[-4000:]})
         return False
     return True
 

@@ -32,6 +32,15 @@ class JobOutcome:
     reason: str | None
     interrupted: bool = False
     """True when the worker died without reporting (killed): the job is retried on resume."""
+    cause: str | None = None
+    """Why a failed job failed: "reward" (its own code), "machine", "error" (see job.failure_cause), "interrupted"."""
+    numbers: str = ""
+    """For a reward call the sandbox stopped: the kernel's account of it (CPU, blocked, wall, waiting), for people."""
+
+    @property
+    def retryable(self) -> bool:
+        """Failed for a cause other than the reward's own: another attempt may succeed."""
+        return not self.ok and self.cause != "reward"
 
 
 def job_progress(out_dir: str | Path) -> dict[str, Any] | None:
@@ -69,8 +78,10 @@ def job_outcome(job: TrainJob, how: str) -> JobOutcome:
         return JobOutcome(job, True, record, None)
     error = out / ERROR_FILE
     if error.is_file():
-        return JobOutcome(job, False, None, json.loads(error.read_text())["reason"])
-    return JobOutcome(job, False, None, f"training worker {how} before finishing; `t2r resume` retrains it", interrupted=True)
+        record = json.loads(error.read_text())
+        return JobOutcome(job, False, None, record["reason"], cause=record.get("cause") or "error", numbers=str(record.get("numbers") or ""))
+    return JobOutcome(job, False, None, f"training worker {how} before finishing; `t2r resume` retrains it", interrupted=True,
+                      cause="interrupted")
 
 
 class JobDisplay(Protocol):

@@ -366,7 +366,7 @@ class RayLauncher:
             try:
                 files = self.ray.get(ref)
             except self.ray.exceptions.RayError as exc:
-                ended.append((index, JobOutcome(job, False, None, failure_reason(exc, self.max_retries))))
+                ended.append((index, JobOutcome(job, False, None, failure_reason(exc, self.max_retries), cause="machine")))
                 continue
             store_files(Path(job.out_dir), files)
             ended.append((index, job_outcome(job, "ended its Ray task without an outcome file")))

@@ -1,0 +1,60 @@
+"""How sure a success rate is: the Wilson score interval, and when two rates are within each other's noise.
+
+Why Wilson: evaluations are a handful of episodes (5 during training, `FINAL_EVAL_EPISODES` at the end), and at
+0 or n successes the normal approximation's interval has width zero; Wilson's stays honest there and never leaves
+[0, 1]. Why overlap for "within noise": it is one rule that a reader can check from the two intervals printed
+side by side (the prompt, the report), and it errs towards calling a difference noise (two 95% intervals that
+only just separate differ at about the 0.5% level), which is the safe side for tips and for "best".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+Z95 = 1.959963984540054
+"""The two-sided 95% normal quantile."""
+
+
+def wilson_interval(successes: int, episodes: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a success rate (95% by default); (0, 1) for no episodes."""
+    if episodes <= 0:
+        return 0.0, 1.0
+    p = successes / episodes
+    denominator = 1 + z * z / episodes
+    centre = (p + z * z / (2 * episodes)) / denominator
+    half = z * math.sqrt(p * (1 - p) / episodes + z * z / (4 * episodes * episodes)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A success rate with its episode count: `successes` of `episodes`, and its 95% Wilson interval."""
+
+    successes: int
+    episodes: int
+
+    @classmethod
+    def of(cls, rate: float, episodes: int) -> Rate:
+        """From a rate as records hold it (a mean over `episodes` booleans)."""
+        episodes = max(int(episodes), 0)
+        return cls(int(round(float(rate) * episodes)), episodes)
+
+    @property
+    def rate(self) -> float:
+        return self.successes / self.episodes if self.episodes else 0.0
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return wilson_interval(self.successes, self.episodes)
+
+    def ties(self, other: Rate) -> bool:
+        """Within each other's noise: the two 95% Wilson intervals overlap."""
+        low, high = self.interval
+        other_low, other_high = other.interval
+        return low <= other_high and other_low <= high
+
+    def text(self) -> str:
+        """`0.80 (4 of 5 episodes, 95% interval 0.38-0.96)`."""
+        low, high = self.interval
+        return f"{self.rate:.2f} ({self.successes} of {self.episodes} episodes, 95% interval {low:.2f}-{high:.2f})"
