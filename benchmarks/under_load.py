@@ -61,10 +61,10 @@ def compute_dense_reward(self, action):
         BODY
     return float(self.torso.x_velocity), {"forward": float(self.torso.x_velocity)}
 '''
-BOMBS = {  # body, the words its failure must carry
-    "sleep": ('os.sys.modules["time"].sleep(2.0)', "blocked (sleeping or waiting, not computing)"),
-    "busy_loop": ("while True:\n            pass", "ms of CPU time, over the"),
-    "slow_sleep": ('os.sys.modules["time"].sleep(0.03)', "calls became slow"),
+BOMBS = {  # body, the words its failure must carry (any of them)
+    "sleep": ('os.sys.modules["time"].sleep(2.0)', ("blocked (sleeping or waiting, not computing)",)),
+    "busy_loop": ("while True:\n            pass", ("ms of CPU time, over the",)),
+    "slow_sleep": ('os.sys.modules["time"].sleep(0.03)', ("calls became slow",)),
     "cpu_between_calls": (
         'sig, clock = os.sys.modules["signal"], os.sys.modules["time"]\n'
         '        def spin(*_):\n'
@@ -73,7 +73,7 @@ BOMBS = {  # body, the words its failure must carry
         '                pass\n'
         '        if calls[0] == 51:\n'
         '            sig.signal(sig.SIGALRM, spin)\n'
-        '            sig.setitimer(sig.ITIMER_REAL, 0.005, 0.005)', "CPU time between calls"),
+        '            sig.setitimer(sig.ITIMER_REAL, 0.005, 0.005)', ("CPU time between calls", "itimer_error: [Errno 1] Operation not permitted")),
 }
 
 
@@ -156,8 +156,8 @@ def train_bombs(directory: Path, workers: int) -> tuple[list[str], list[str], fl
     outcomes = run_jobs(jobs, workers)
     caught, missed = [], []
     for (name, (_, words)), outcome in zip(BOMBS.items(), outcomes):
-        (caught if not outcome.ok and words in (outcome.reason or "") else missed).append(
-            name if not outcome.ok and words in (outcome.reason or "") else f"{name}: {outcome.reason or 'trained to the end'}")
+        stopped = not outcome.ok and any(w in (outcome.reason or "") for w in words)
+        (caught if stopped else missed).append(name if stopped else f"{name}: {outcome.reason or 'trained to the end'}")
     return caught, missed, time.perf_counter() - started
 
 

@@ -256,3 +256,46 @@ def test_a_starved_worker_is_not_failed(view):
         os.sched_setaffinity(pid, range(os.cpu_count() or 1))
     assert call(reward, view, 100) == expected
     reward.close()
+
+
+IDLE_SPINNER = '''
+import os, sys, time
+sys.path[:0] = [SRC]
+from text2reward.sandbox.channel import FrameReader, frame, write_all
+reader = FrameReader(0)
+while True:
+    reader.read()
+    write_all(1, frame(b'{"ok": 1}'))
+    started = time.thread_time()
+    while time.thread_time() - started < 0.02:  # 20 ms of CPU after answering, while it should wait
+        pass
+'''
+
+
+def test_cpu_used_between_calls_is_read_from_the_kernel_at_every_call_boundary():
+    """The parent's clocks, not the worker's word: a process that computes after each answer, while it should wait for
+    the next request, is seen doing it at the next call (the jail forbids the timers a reward would use for it; this
+    checks the clocks behind that, on a plain process speaking the same frames)."""
+    from pathlib import Path
+
+    from text2reward.sandbox.calls import CallChannel, SandboxFailure
+
+    source = IDLE_SPINNER.replace("SRC", repr(str(Path(__file__).resolve().parents[1])))
+    process = subprocess.Popen([sys.executable, "-c", source], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        os.set_blocking(process.stdin.fileno(), False)
+        calls = CallChannel(process.stdin.fileno(), process.stdout.fileno(), lambda: process.pid, process.kill,
+                            lambda detail: SandboxFailure(str(detail)))
+        limits = CallLimits(cpu=0.05, blocked=0.5, wall=60.0)
+        idle = []
+        clock = None
+        for _ in range(5):
+            reply, own = calls.exchange(b"\0\0\0\x01x", limits)
+            assert reply == b'{"ok": 1}' and own is not None
+            idle.append(calls.idle_cpu)
+            clock = clock or calls.clock()  # the parent's own work between steps: the process spins through it, then waits
+            wait_for(lambda: clock.state() == b"S", 30, "the process to wait for the next request")  # noqa: B023
+        assert idle[0] == 0.0 and min(idle[1:]) > 0.015, idle
+    finally:
+        process.kill()
+        process.wait()

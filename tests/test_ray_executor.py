@@ -26,6 +26,7 @@ from text2reward.training.early_stop import EarlyStopper
 from text2reward.training.job import PID_FILE, TrainJob
 from text2reward.training.ray_pool import Board, ray_session, run_jobs_on_ray
 
+pytestmark = pytest.mark.timeout(1500)  # a local Ray cluster on a loaded machine: minutes, not the default 300 s
 TINY = {"learning_starts": 50, "batch_size": 32}
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -66,14 +67,14 @@ def test_executor_mistakes_are_one_line_before_any_run_folder(tmp_path):
     cli = ("import sys\nif sys.argv[1] == 'hide': sys.modules['ray'] = None  # `import ray` fails, as without the extra\n"
            "sys.argv = ['t2r'] + sys.argv[2:]\nfrom text2reward.cli import main\nmain()")
     base = ["run", "--task", "fetch/reach", "--runs-dir", str(tmp_path)]
-    hidden = subprocess.run([sys.executable, "-c", cli, "hide", *base, "--executor", "ray"], capture_output=True, text=True, timeout=120)
+    hidden = subprocess.run([sys.executable, "-c", cli, "hide", *base, "--executor", "ray"], capture_output=True, text=True, timeout=600)
     assert hidden.returncode != 0
     assert hidden.stderr.strip().splitlines() == ["error: --executor ray needs Ray, an optional extra: pip install -e '.[ray]'"], hidden.stderr
-    unknown = subprocess.run([sys.executable, "-c", cli, "keep", *base, "--executor", "slurm"], capture_output=True, text=True, timeout=120)
+    unknown = subprocess.run([sys.executable, "-c", cli, "keep", *base, "--executor", "slurm"], capture_output=True, text=True, timeout=600)
     assert unknown.returncode != 0 and len(unknown.stderr.strip().splitlines()) == 1
     assert "unknown --executor 'slurm'" in unknown.stderr
     absent = subprocess.run([sys.executable, "-c", cli, "keep", *base, "--executor", "ray", "--ray-address", "127.0.0.1:1"],
-                            capture_output=True, text=True, timeout=120)
+                            capture_output=True, text=True, timeout=600)
     assert absent.returncode != 0 and len(absent.stderr.strip().splitlines()) == 1, absent.stderr
     assert "no Ray cluster answers at 127.0.0.1:1" in absent.stderr
     assert not list(tmp_path.glob("*/config.json"))
@@ -244,21 +245,21 @@ def test_a_driver_killed_under_ray_is_resumed_without_redoing_finished_jobs(tmp_
                "--executor", "ray", "--ray-address", ray_address, "--runs-dir", str(runs)]
     driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        run_dir = wait_for(lambda: next(iter(runs.glob("*/config.json")), None), 60, "the run directory").parent
-        first = wait_for(lambda: next(iter(run_dir.glob("rounds/r0/s*/training/done.json")), None), 120, "a finished candidate")
+        run_dir = wait_for(lambda: next(iter(runs.glob("*/config.json")), None), 300, "the run directory").parent
+        first = wait_for(lambda: next(iter(run_dir.glob("rounds/r0/s*/training/done.json")), None), 600, "a finished candidate")
         second = run_dir / "rounds/r0" / ("s1" if first.parts[-3] == "s0" else "s0") / "training"
-        wait_for(lambda: (second / PID_FILE).is_file(), 60, "the second candidate's Ray worker")
+        wait_for(lambda: (second / PID_FILE).is_file(), 300, "the second candidate's Ray worker")
         assert _training_tasks(), "the second candidate trains in a Ray worker of this test's instance"
         driver.kill()
-        driver.communicate(timeout=30)
+        driver.communicate(timeout=150)
     finally:
         if driver.poll() is None:
             driver.kill()
     assert not (second / "done.json").exists()
-    wait_for(lambda: not _training_tasks(), 60, "Ray to end the dead driver's task")
+    wait_for(lambda: not _training_tasks(), 300, "Ray to end the dead driver's task")
     kept = first.stat().st_mtime_ns, (first.parent / "train" / "model.zip").stat().st_mtime_ns
     resumed = subprocess.run([sys.executable, "-m", "text2reward.cli", "resume", run_dir.name, "--runs-dir", str(runs),
-                              "--executor", "ray", "--ray-address", ray_address], capture_output=True, text=True, timeout=120)
+                              "--executor", "ray", "--ray-address", ray_address], capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"training on Ray: the cluster at {ray_address}" in resumed.stdout, resumed.stdout
     store = RunStore(run_dir)
@@ -278,7 +279,7 @@ def test_a_run_without_an_address_starts_its_own_ray_and_stops_it(tmp_path):
         done = subprocess.run([sys.executable, "-m", "text2reward.cli", "run", "--task", "fetch/reach", "--llm", "heuristic", "--rounds", "1",
                                "--samples", "1", "--steps", "200", "--final-seeds", "0", "--eval-freq", "100", "--eval-episodes", "1",
                                "--no-video", "--hp", "learning_starts=50", "--hp", "batch_size=32", "--executor", "ray",
-                               "--runs-dir", str(tmp_path)], capture_output=True, text=True, timeout=240, env=env)
+                               "--runs-dir", str(tmp_path)], capture_output=True, text=True, timeout=1200, env=env)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "training on Ray: a local Ray instance on 127.0.0.1" in done.stdout, done.stdout
         (config,) = tmp_path.glob("*/config.json")
@@ -298,6 +299,6 @@ def test_a_run_without_an_address_starts_its_own_ray_and_stops_it(tmp_path):
                     found.append(text[:120])
             return found
 
-        wait_for(lambda: not leftovers(), 30, "the run's Ray processes to end")
+        wait_for(lambda: not leftovers(), 150, "the run's Ray processes to end")
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)

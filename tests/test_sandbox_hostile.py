@@ -199,9 +199,9 @@ REASONS = {
     "returns_none": "reward must be a number, got NoneType",
     "returns_list": "reward must be a number, got list",
     "returns_string_component": "component 'reach' must be a number",
-    "huge_output": "return at most 64 named terms",
+    "huge_output": ("return at most 64 named terms", "ms of CPU time, over the 50 ms limit"),  # building it costs ~60 ms
     "huge_component_name": "use short names",
-    "print_storm": "killed by SIGKILL",
+    "print_storm": "ms of CPU time, over the 50 ms limit",
     "parser_bomb": "cannot be compiled",
     "nesting_bomb": "cannot be compiled",
     "missing_entry_point": "defines no compute_dense_reward",

@@ -266,6 +266,63 @@ def test_candidates_share_no_ipc_and_cannot_signal_each_other(mechanism, sentine
     assert all(c["segment"] == -1.0 for _, c in later.outputs)
 
 
+KERNEL_REACH = """
+fcntl, ctypes = real.__import__("fcntl"), real.__import__("ctypes")
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def checked(value):
+    if value < 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return value
+
+
+r, w = os.pipe()
+attempt(results, "fcntl_setown", lambda: fcntl.fcntl(r, fcntl.F_SETOWN, VICTIM))
+attempt(results, "fcntl_setsig", lambda: fcntl.fcntl(r, 10, 9))
+attempt(results, "fcntl_setown_ex", lambda: fcntl.fcntl(r, 15, bytes(8)))
+attempt(results, "setpriority", lambda: os.setpriority(os.PRIO_PROCESS, VICTIM, 19))
+attempt(results, "own_priority", lambda: os.setpriority(os.PRIO_PROCESS, 0, 19))
+attempt(results, "sched_setaffinity", lambda: os.sched_setaffinity(VICTIM, {0}))
+attempt(results, "sched_setscheduler", lambda: os.sched_setscheduler(VICTIM, os.SCHED_IDLE, os.sched_param(0)))
+attempt(results, "inotify_init", lambda: checked(libc.inotify_init()))
+attempt(results, "fanotify_init", lambda: checked(libc.fanotify_init(0, 0)))
+attempt(results, "timer_create", lambda: checked(libc.timer_create(1, None, ctypes.byref(ctypes.c_void_p()))))
+attempt(results, "alarm", lambda: os.sys.modules["signal"].setitimer(0, 1.0))
+attempt(results, "pidfd_open", lambda: os.pidfd_open(VICTIM))
+for path in SECRETS + [CWD + "/pyproject.toml"]:  # the checkout itself shows only the folders leading to its packages
+    attempt(results, "stat " + path, lambda: os.stat(path).st_size)
+attempt(results, "list_proc", lambda: os.listdir("/proc"))
+through = {name: outcome for name, outcome in results.items() if not outcome.startswith("blocked")}
+raise ValueError("pid " + str(os.getpid()) + "; tried " + str(len(results)) + "; through " + repr(through))
+"""
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_a_candidate_reaches_no_sibling_through_the_kernel_and_sees_nothing_outside_its_view(mechanism, sentinel, samples):
+    """What got through without bubblewrap: a signal the kernel sends for a file (fcntl's owner), a sibling's priority,
+    scheduling and CPUs, timers, pidfds, and metadata (stat, inotify) outside the view. Each is tried against a live
+    sibling candidate's worker, by host pid, and checked by the victim's own state (read by this process from /proc) and
+    its answers, never by the program's word. The pid the program sees is that of a fresh pid namespace."""
+    limits = Limits(isolation=mechanism)
+    view, action = samples[0]
+    victim_code = program('return float(self.robot.ee_position[0]), {"x": float(self.robot.ee_position[0])}')
+    with SandboxedReward(victim_code, "victim", limits) as victim:
+        expected = victim(view, action, 0.0, False)
+        target = victim._worker.python_pid
+        before = (os.getpriority(os.PRIO_PROCESS, target), os.sched_getaffinity(target), os.sched_getscheduler(target))
+        attack = fill(program(KERNEL_REACH.replace("VICTIM", str(target))), sentinel)
+        with SandboxedReward(attack, "attacker", limits) as attacker, pytest.raises(RewardProgramError) as caught:
+            attacker(view, action, 0.0, False)
+        results = caught.value.args[0]
+        assert "; tried 17; through {}" in results, results  # every attempt blocked
+        assert "ValueError: pid 1;" in results or "ValueError: pid 2;" in results  # its own pid namespace's, not a host pid
+        time.sleep(0.5)
+        assert victim(view, action, 0.0, False) == expected  # alive and answering
+        assert (os.getpriority(os.PRIO_PROCESS, target), os.sched_getaffinity(target), os.sched_getscheduler(target)) == before
+    assert_host_untouched(sentinel, results)
+
+
 # --- the parent decides: strict parsing of whatever the child sends ---
 
 FORGE_VALIDATION = LINT_OFF + '''
@@ -356,7 +413,8 @@ BOMBS = {
         '                pass\n'
         '        if calls[0] == 51:  # armed once: re-arming on every call would postpone it forever\n'
         '            sig.signal(sig.SIGALRM, spin)\n'
-        '            sig.setitimer(sig.ITIMER_REAL, 0.005, 0.005)', "CPU time between calls"),
+        # timers are denied by the seccomp filter now; where a kernel allowed one, the parent's clocks would catch it
+        '            sig.setitimer(sig.ITIMER_REAL, 0.005, 0.005)', "CPU time between calls|itimer_error: \\[Errno 1\\] Operation not permitted"),
     "slow_sleep": ('os.sys.modules["time"].sleep(0.03)', "calls became slow"),
     "busy_loop": ("while True:\n            pass", "ms of CPU time"),
     "nan": ('return float("nan"), {"forward": 0.0}', "the total is nan"),
@@ -507,13 +565,15 @@ def test_a_jail_that_does_not_isolate_fails_its_self_test(tmp_path):
 
 
 def test_a_landlock_view_of_everything_fails_its_self_test(monkeypatch):
-    """A jail that runs but shows too much (Landlock allowing all of /): the self-test reads the secret."""
+    """A jail that runs but shows too much (its view and Landlock's also holding /var/tmp, where the self-test leaves a
+    secret): the self-test reads the secret and the mechanism is refused."""
     from text2reward.sandbox import isolation
     from text2reward.sandbox.selftest import self_test
 
-    monkeypatch.setattr(isolation, "readable_paths", lambda: ("/",))
+    too_much = (*isolation.readable_paths(), "/var/tmp")
+    monkeypatch.setattr(isolation, "readable_paths", lambda: too_much)
     outcome = self_test("landlock")
-    assert isinstance(outcome, str) and "read_secret_tmp: succeeded" in outcome
+    assert isinstance(outcome, str) and "read_secret" in outcome and ": succeeded" in outcome, outcome
 
 
 def test_doctor_reports_the_active_jail_and_its_findings(tmp_path):

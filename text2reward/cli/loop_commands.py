@@ -240,7 +240,7 @@ def demo(
 @friendly
 def doctor(as_json: Annotated[bool, typer.Option("--json", help="print the findings as JSON")] = False) -> None:
     """Which sandbox isolation is active here and what each mechanism's self-test found."""
-    from text2reward.sandbox.isolation import MECHANISMS, Isolation, active_isolation, check
+    from text2reward.sandbox.isolation import MECHANISMS, Isolation, active_isolation, check, guarantees
 
     outcomes = {mechanism: check(mechanism) for mechanism in MECHANISMS}
     try:
@@ -250,8 +250,8 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="print the findi
     if as_json:
         typer.echo(json.dumps({
             "active": active.mechanism if isinstance(active, Isolation) else None,
-            "mechanisms": {m: ({"ok": True, "layers": o.layers, "findings": o.findings} if isinstance(o, Isolation)
-                               else {"ok": False, "reason": o}) for m, o in outcomes.items()},
+            "mechanisms": {m: ({"ok": True, "layers": o.layers, "findings": o.findings, "guarantees": guarantees(o)}
+                               if isinstance(o, Isolation) else {"ok": False, "reason": o}) for m, o in outcomes.items()},
         }, indent=2))
     else:
         for mechanism, outcome in outcomes.items():
@@ -259,6 +259,8 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="print the findi
                 console.print(f"[green]{mechanism}: self-test passed[/green]: {outcome.describe()}", highlight=False)
                 for probe, finding in outcome.findings.items():
                     console.print(f"    {probe}: {finding}", highlight=False, markup=False)
+                for promise, kept in guarantees(outcome).items():
+                    console.print(f"    {'[green]kept[/green]' if kept else '[red]NOT kept[/red]'}: {promise}", highlight=False)
             else:
                 console.print(f"[red]{mechanism}: unavailable[/red]: {outcome}", highlight=False)
         if isinstance(active, Isolation):

@@ -161,6 +161,13 @@ class CallChannel:
                 pass
             except ChannelClosed as exc:
                 raise self._closed(str(exc) if "exceeds" in str(exc) else None) from None
+            if watch is None:  # the process's clocks could not be read when the call began (it was still starting)
+                clock = self.clock()
+                reading = clock.read() if clock is not None else None
+                if clock is not None and reading is not None:
+                    watch = CallWatch(clock, reading, time.monotonic())
+                    started = watch.started  # judged from here on: what came before was the start-up's
+                    continue
             times = watch.sample() if watch is not None else None
             if times is None:  # /proc cannot say: the wall clock alone, at the blocked limit
                 times = CallTimes(wall=time.monotonic() - started, cpu=0.0, waited=0.0)

@@ -70,12 +70,40 @@ class Isolation:
         else:
             namespaces = self.layers.get("namespaces", "")
             parts.append(f"namespaces: {namespaces}" if "unavailable" not in str(namespaces) else "no namespaces")
+            if self.layers.get("root"):
+                parts.append(f"{self.layers['root']} root")
         if isinstance(landlock, int):
             parts.append(f"Landlock ABI {landlock} (read-only view)")
-        parts.append("seccomp (no sockets, signals, IPC, exec, fork)")
+        if "signals" in str(self.layers.get("landlock_scopes", "")):
+            parts.append("Landlock scoping (signals, abstract sockets)")
+        parts.append("seccomp (no sockets, signals, IPC, exec, fork, timers, priorities, watches)")
         if self.layers.get("uid") is not None:
             parts.append(f"uid {self.layers['uid']}")
         return f"{self.mechanism} jail: " + " + ".join(parts) + " + rlimits; self-test passed"
+
+
+def guarantees(isolation: Isolation) -> dict[str, bool]:
+    """Each promise the jail makes, and whether this mechanism, as its self-test found it here, keeps it."""
+    layers = isolation.layers
+    bwrap = isolation.mechanism == "bubblewrap"
+    own = str(layers.get("namespaces", ""))
+    minimal_root = bwrap or layers.get("root") == "minimal, read-only"
+    scoped = "signals" in str(layers.get("landlock_scopes", ""))
+    seccomp = bool(layers.get("seccomp"))
+    return {
+        "a minimal read-only root: files outside the reward's view are not there (no read, no stat, no listing)": minimal_root,
+        "nothing writable": minimal_root and isinstance(layers.get("landlock"), int) or bwrap,
+        "its own pid namespace: no other process is visible or addressable by its pid": bwrap or "pid" in own,
+        "its own network namespace, and no sockets": (bwrap or "net" in own) and seccomp,
+        "its own IPC namespace, and no shared memory or message queues": (bwrap or "ipc" in own) and seccomp,
+        "no signal to any other process, by the code or by the kernel on its behalf (fcntl owner, timers)": seccomp,
+        "Landlock's scoping: no signal or abstract socket outside its own domain": scoped,
+        "no change to any process's priority, scheduling or CPUs": seccomp,
+        "no timers, alarms or file-system watches": seccomp,
+        "no new process or thread, no exec": seccomp,
+        "CPU and blocked time judged per call by the parent on the kernel's clocks; CPU between calls counted": True,
+        "validation driven call by call by the parent, every check computed from the raw values": True,
+    }
 
 
 def hidden_mechanisms() -> set[str]:
@@ -153,6 +181,10 @@ def jail_spec(mechanism: str) -> dict[str, Any]:
         "readable": list(readable_paths()),
         "drop_to_uid": NOBODY if mechanism == "landlock" and os.geteuid() == 0 else None,
         "landlock_required": mechanism == "landlock",
+        # without bubblewrap the worker builds the same namespaces and minimal root itself (namespaces.py)
+        "own_namespaces": mechanism == "landlock",
+        "symlinks": [[path, os.readlink(path)] for path in SYSTEM_DIRS if os.path.islink(path)],
+        "files": [path for path in SYSTEM_FILES if os.path.isfile(path)],
     }
 
 

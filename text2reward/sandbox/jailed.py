@@ -309,11 +309,9 @@ def _lock_down(config: dict) -> dict:
     Returns the layers the jail put in place (for the self-test's report)."""
     from text2reward.sandbox.jail import lock_down_os
 
-    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))  # counts the user's processes: no fork, no thread
-    files = int(config["open_files"])
-    resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
-    devnull = os.open(os.devnull, os.O_WRONLY)  # opened now: the jail hides /dev/null's path
-    layers = lock_down_os(config["jail"])  # last: its seccomp filter forbids changing limits
+    devnull = os.open(os.devnull, os.O_WRONLY)  # opened now: the jail may hide /dev/null's path
+    # last: its seccomp filter forbids changing limits; it sets RLIMIT_NPROC 0 (no fork, no thread) and few open files
+    layers = lock_down_os(config["jail"], open_files=int(config["open_files"]))
     spawner = sys.modules.get("_posixsubprocess")
     if spawner is not None and hasattr(spawner, "fork_exec"):
         del spawner.fork_exec  # lint: a clear error instead of EPERM from seccomp

@@ -105,24 +105,9 @@ class WorkerProcess:
         return self.calls.cpu_seconds()
 
     def _find_python_pid(self) -> int:
-        """Under bubblewrap the process we started is bwrap; the worker is the descendant that runs our module.
-
-        Raises ValueError while it does not run yet (bwrap forks it a moment after starting): a bwrap process's
-        clocks must never stand for the reward's."""
-        pid = self._proc.pid
-        for _ in range(4):
-            if _runs_worker(pid):
-                self._python_pid = pid
-                return pid
-            try:
-                with open(f"/proc/{pid}/task/{pid}/children") as handle:
-                    children = handle.read().split()
-            except OSError:
-                break
-            if not children:
-                break
-            pid = int(children[0])
-        raise ValueError("the worker's Python process is not running yet")
+        """The process that runs the reward: a descendant of the one started (see `jailed_worker_pid`)."""
+        self._python_pid = jailed_worker_pid(self._proc.pid)
+        return self._python_pid
 
     def close(self, grace: float = 1.0) -> None:
         """Close the pipe (the worker exits on EOF) and kill it if it lingers."""
@@ -172,6 +157,39 @@ class WorkerProcess:
                                               cpu_rlimit=self._cpu_rlimit))
         failure.by_machine = killed_from_outside(signal_number, self._cpu_rlimit)
         return failure
+
+
+def jailed_worker_pid(start: int) -> int:
+    """The host pid of the process that runs the reward, found from `start` down its first children: the first that
+    runs our module inside a pid namespace of its own (deeper than this process's). Under bubblewrap that is below
+    bwrap; without it, below the worker that built its namespaces and now only waits (namespaces.py). Raises
+    ValueError while there is none yet: a waiting parent's or bwrap's clocks must never stand for the reward's."""
+    own_depth = _pid_depth("self")
+    pid = start
+    for _ in range(5):
+        if _runs_worker(pid) and _pid_depth(str(pid)) > own_depth:
+            return pid
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as handle:
+                children = handle.read().split()
+        except OSError:
+            break
+        if not children:
+            break
+        pid = int(children[0])
+    raise ValueError("the jailed worker is not running yet")
+
+
+def _pid_depth(pid: str) -> int:
+    """How many pid namespaces deep a process is (the length of its NSpid line); 0 where /proc cannot say."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("NSpid:"):
+                    return len(line.split()) - 1
+    except OSError:
+        pass
+    return 0
 
 
 def _runs_worker(pid: int) -> bool:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import os
+import select
 import signal
 import socket
 import threading
@@ -34,7 +35,7 @@ from text2reward.sandbox.calls import CallChannel, CallStopped, SandboxFailure
 from text2reward.sandbox.clocks import CallLimits
 from text2reward.sandbox.isolation import active_isolation
 from text2reward.sandbox.limits import Limits
-from text2reward.sandbox.process import ReplyDecoder, WorkerProcess, explain_exit, limit_config
+from text2reward.sandbox.process import ReplyDecoder, WorkerProcess, explain_exit, jailed_worker_pid, limit_config
 from text2reward.sandbox.untrusted import Malformed, clean_text, loads
 from text2reward.sandbox.wire import ViewEncoder
 
@@ -74,6 +75,8 @@ class RunResult:
 
 ZYGOTE_GRACE_SECONDS = 30.0
 """Extra time the parent gives the zygote beyond the run's own limit (its start-up, under load)."""
+ENDING_SECONDS = 1.0
+"""How long a child that closed its pipe has to end by itself before it is killed (its own exit tells the model why)."""
 LOAD_CPU_SECONDS = 2.0
 """CPU time a child may take to jail itself and run the program's module body before it says it is ready."""
 _ZYGOTES: dict[tuple[str, int], WorkerProcess] = {}
@@ -186,13 +189,14 @@ class ValidationChild:
         return cls(zygote, fds[0], fds[1], fds[2], limits)
 
     def _host_pid(self) -> int:
-        """The child's pid as this process sees it, from its pidfd (race-free: the pidfd names the process)."""
+        """The pid, as this process sees it, of the process that runs the reward: the child named by the pidfd
+        (race-free), or below it the one in a fresh pid namespace the child made at lock-down (namespaces.py)."""
         with open(f"/proc/self/fdinfo/{self._pidfd}") as handle:
             for line in handle:
                 if line.startswith("Pid:"):
                     pid = int(line.split()[1])
                     if pid > 0:
-                        return pid
+                        return jailed_worker_pid(pid)
         raise ValueError("the child has ended")
 
     def kill(self) -> None:
@@ -202,8 +206,10 @@ class ValidationChild:
             pass  # already ended
 
     def _ended(self, detail: str | None) -> SandboxFailure:
-        """The child closed its pipe: say why, from how the zygote saw it end (trusted), never from the child."""
-        self.kill()
+        """The child closed its pipe: say why, from how the zygote saw it end (trusted), never from the child. It is
+        given a moment to end by itself (its exit code is the reason), then killed."""
+        if not select.select([self._pidfd], [], [], ENDING_SECONDS)[0]:  # a pidfd is readable once its process ended
+            self.kill()
         if detail is not None:
             return SandboxFailure(f"the reward process was stopped: {detail}")
         try:

@@ -109,7 +109,7 @@ def _verdict(mechanism: str, done: subprocess.CompletedProcess, token: str, targ
     escapes += [f"{name}: {clean_text(str(outcome), 200)}" for name, outcome in findings.items() if not str(outcome).startswith("blocked")]
     if escapes:
         return f"the self-test escaped the {mechanism} jail ({'; '.join(escapes)})"
-    return Isolation(mechanism, layers={k: v for k, v in layers.items() if k in ("namespaces", "landlock", "seccomp", "uid")}, findings=findings)
+    return Isolation(mechanism, layers={k: v for k, v in layers.items() if k in ("namespaces", "root", "landlock", "landlock_scopes", "seccomp", "uid")}, findings=findings)
 
 
 # --- in the jailed worker ---
