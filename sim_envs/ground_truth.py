@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from sim_envs.object_facts import Tracked, tracked_points, tracked_position
+from sim_envs.view_base import dotted_attribute
 
 EE_ELEMENTS: dict[str, tuple[Tracked, ...]] = {
     "metaworld": (Tracked("site", "rightEndEffector"), Tracked("site", "leftEndEffector")),
@@ -154,18 +155,10 @@ def record(env: Any, act: Any, seed: int, steps: int) -> Rollout:
     return Rollout(views, states, unwrapped.model)
 
 
-def _path(view: Any, dotted: str) -> Any:
-    for part in dotted.split("."):
-        view = getattr(view, part, None)
-        if view is None:
-            return None
-    return view
-
-
 def _gripper_closed(views: list[Any]) -> np.ndarray | None:
     for field in ("robot.gripper_openness", "robot.gripper_width"):
-        if _path(views[0], field) is not None:
-            values = np.array([float(_path(v, field)) for v in views])
+        if dotted_attribute(views[0], field) is not None:
+            values = np.array([float(dotted_attribute(v, field)) for v in views])
             return values < 0.8 * values[0] if values[0] > 0 else np.zeros(len(values), dtype=bool)
     return None
 
@@ -211,7 +204,7 @@ def _true_manipulation(track: dict[str, np.ndarray], views: list[Any], threshold
         start = obj[0]
         shift = _dist(obj, start)
         rise = obj[:, 2] - start[2]
-        table = _path(views[0], "table_height")
+        table = dotted_attribute(views[0], "table_height")
         floor = float(start[2]) if table is None else float(table)
         facts.update({
             f"{key}_max_displacement": shift.max(), f"{key}_final_displacement": shift[-1],

@@ -24,6 +24,15 @@ def attr(doc: str) -> Any:
 _FLOAT64 = np.dtype(np.float64)
 
 
+def dotted_attribute(view: Any, dotted: str) -> Any:
+    """`view.robot.ee_position` for "robot.ee_position"; None where any part is missing (views differ by family)."""
+    for part in dotted.split("."):
+        view = getattr(view, part, None)
+        if view is None:
+            return None
+    return view
+
+
 def frozen(array: Any) -> np.ndarray:
     """A read-only float64 copy: reward code may read it, never write through it."""
     if type(array) is np.ndarray and array.dtype is _FLOAT64:

@@ -299,3 +299,15 @@ def test_cpu_used_between_calls_is_read_from_the_kernel_at_every_call_boundary()
     finally:
         process.kill()
         process.wait()
+
+
+def test_a_seccomp_kill_reads_the_same_on_every_path():
+    """Killed by SIGSYS directly (the validation child, the jail without bubblewrap) or reported by bubblewrap as its
+    exit code 159: one reason, naming the forbidden system call."""
+    from text2reward.sandbox.process import explain_exit
+
+    direct = explain_exit(int(signal.SIGSYS), None, Limits())
+    through_bwrap = explain_exit(None, 128 + int(signal.SIGSYS), Limits())
+    assert direct == through_bwrap and "forbidden system call (SIGSYS)" in direct
+    assert "killed from outside" in explain_exit(int(signal.SIGKILL), None, Limits(), cpu_rlimit=False)
+    assert "CPU-time (30 s) or memory" in explain_exit(int(signal.SIGKILL), None, Limits(), cpu_rlimit=True)

@@ -317,6 +317,8 @@ def test_a_candidate_reaches_no_sibling_through_the_kernel_and_sees_nothing_outs
         results = caught.value.args[0]
         assert "; tried 17; through {}" in results, results  # every attempt blocked
         assert "ValueError: pid 1;" in results or "ValueError: pid 2;" in results  # its own pid namespace's, not a host pid
+        validated = run_reward(attack, samples, limits)  # the validation path: a zygote's child, driven call by call
+        assert "; tried 17; through {}" in str(validated.error), validated.error
         time.sleep(0.5)
         assert victim(view, action, 0.0, False) == expected  # alive and answering
         assert (os.getpriority(os.PRIO_PROCESS, target), os.sched_getaffinity(target), os.sched_getscheduler(target)) == before

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from sim_envs.task import Task
+from sim_envs.view_base import dotted_attribute
 
 MOVED_M = 0.02
 LIFTED_M = 0.015
@@ -32,20 +33,12 @@ def _views_and_success(episode: Any) -> tuple[list[Any], bool | None]:
     return list(episode), None
 
 
-def _path(view: Any, dotted: str) -> Any:
-    for part in dotted.split("."):
-        view = getattr(view, part, None)
-        if view is None:
-            return None
-    return view
-
-
 def _has(view: Any, dotted: str) -> bool:
-    return _path(view, dotted) is not None
+    return dotted_attribute(view, dotted) is not None
 
 
 def _series(views: list[Any], dotted: str) -> np.ndarray:
-    return np.array([np.asarray(_path(v, dotted), dtype=float) for v in views])
+    return np.array([np.asarray(dotted_attribute(v, dotted), dtype=float) for v in views])
 
 
 def _distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
