@@ -135,14 +135,8 @@ class WorkerProcess:
             self._proc.kill()
         self._proc.wait()
 
-    def _failure(self, timed_out: bool = False, detail: str | None = None) -> SandboxFailure:
-        """Kill the worker and say, for the model, why it stopped."""
-        if timed_out:
-            self.kill()
-            return SandboxFailure(
-                "the reward code did not finish within the time limit and was stopped; "
-                "avoid unbounded loops and heavy computation in compute_dense_reward"
-            )
+    def _failure(self, detail: str | None = None) -> SandboxFailure:
+        """Kill the worker and say, for the model, why it stopped (timeouts are the CallChannel's to explain)."""
         if detail is not None:
             self.kill()
             return SandboxFailure(f"the reward process was stopped: {detail}")

@@ -60,8 +60,6 @@ class RunResult:
     """'load' (the module body), 'exception' (a call raised), 'output' (a bad return value), 'process'."""
     failed_index: int | None = None
     wall_seconds: float = 0.0
-    child_cpu_seconds: float | None = None
-    """The child's CPU time from fork to exit, from the kernel via the zygote (trusted code), not from the child."""
     isolation: str = ""
 
     @property
@@ -103,17 +101,12 @@ def run_reward(code: str, samples: list[tuple[Any, np.ndarray]], limits: Limits 
                 _drive(child, samples, modules, repeats, limits, result)
             finally:
                 child.close()
-                status: dict[str, Any] | None
                 try:
-                    status = child.status(deadline)
+                    child.status(deadline)  # the zygote's report of the child's end: read, so the next request starts clean
                 except SandboxFailure as exc:
                     _discard(zygote)
-                    status = None
                     if result.error is None:
                         result.error, result.error_kind = f"the sandbox failed: {exc}", "process"
-            if status is not None:
-                cpu = status.get("cpu_seconds")
-                result.child_cpu_seconds = float(cpu) if type(cpu) is float and 0 <= cpu < 1e6 else None
     result.wall_seconds = time.monotonic() - started
     return result
 
