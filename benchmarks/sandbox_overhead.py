@@ -14,14 +14,26 @@ medians and the median of the per-pair ratios, so drift hits both sides alike.
     python benchmarks/sandbox_overhead.py                          # about 1-2 minutes
     python benchmarks/sandbox_overhead.py --calls 1000 --repeats 5 --steps 500
     python benchmarks/sandbox_overhead.py --isolation landlock     # the jail where bubblewrap is missing
+    python benchmarks/sandbox_overhead.py --baseline ../old-checkout --isolation bubblewrap landlock
+
+Validation latency: a trivial program on 5 states (the fixed cost of one candidate: a jailed child, its load and
+its calls) and a model-sized program on 200 states twice (what `validate` runs), back to back (the worst case: a
+child's exit and the next one's fork are not hidden by other work).
+
+`--baseline DIR` measures another checkout of the project (its `text2reward`, `policies` and `sim_envs`, put first
+on PYTHONPATH) beside this one: each pass runs this script once per tree and jail in a fresh process, alternating
+baseline and current, and the table shows both medians over the passes and their ratio, so drift hits both alike.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -32,7 +44,7 @@ from timing import stepper
 from policies.reward_program import ProgramReward
 from policies.task_env import make_task_env
 from sim_envs.registry import get_task
-from text2reward.sandbox import Limits, SandboxedReward, collect_states
+from text2reward.sandbox import Limits, SandboxedReward, collect_states, run_reward
 
 # Small programs of the kind a model writes, one per view class: a few norms or exp terms and a control cost.
 PROGRAMS: dict[str, str] = {
@@ -159,7 +171,38 @@ def env_rows(steps: int, repeats: int, limits: Limits, seed: int) -> list[dict[s
     return rows
 
 
-def print_tables(calls: list[dict[str, Any]], envs: list[dict[str, Any]]) -> None:
+def validation_rows(runs: int, limits: Limits) -> list[dict[str, Any]]:
+    """Median ms per `run_reward` of the trivial program on 5 states and of a model-sized one on 200 states, twice."""
+    task = get_task("metaworld/reach-v3")
+    states = collect_states(task, n_random=200, n_scripted=0, seed=0)
+    rows = []
+    for name, code, samples, repeats in (("trivial program, 5 states", TRIVIAL, states[:5], 1),
+                                         ("reach program, 200 states x 2", PROGRAMS["metaworld/reach-v3"], states, 2)):
+        for _ in range(3):
+            run_reward(code, samples, limits, repeats=repeats)  # the zygote's start and first imports, untimed
+        times = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            result = run_reward(code, samples, limits, repeats=repeats)
+            times.append(time.perf_counter() - started)
+            if not result.ok:
+                raise SystemExit(f"validation failed: {result.error}")
+        rows.append({"validation": name, "median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3})
+    return rows
+
+
+def measure(args: argparse.Namespace, isolation: str) -> dict[str, Any]:
+    limits = Limits(isolation=isolation)
+    load = os.getloadavg()[0]
+    started = time.monotonic()
+    calls, described = per_call_rows(args.calls, args.repeats, limits)
+    envs = env_rows(args.steps, args.repeats, limits, args.seed)
+    validation = validation_rows(args.validations, limits)
+    return {"calls": calls, "envs": envs, "validation": validation, "isolation": described, "load": [load, os.getloadavg()[0]],
+            "seconds": time.monotonic() - started}
+
+
+def print_tables(calls: list[dict[str, Any]], envs: list[dict[str, Any]], validation: list[dict[str, Any]]) -> None:
     print("| task (view) | in-process µs/call | sandboxed µs/call | ratio | sandbox overhead µs | floor µs (trivial program) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for r in calls:
@@ -172,6 +215,61 @@ def print_tables(calls: list[dict[str, Any]], envs: list[dict[str, Any]]) -> Non
     print("| --- | ---: | ---: | ---: | ---: |")
     for r in envs:
         print(f"| {r['task']} | {r['in_process']:,.0f} | {r['sandboxed']:,.0f} | {r['ratio']:.2f} | {r['per_step_us']:.1f} |")
+    print()
+    print("| validation (run_reward, back to back) | median ms | min ms |")
+    print("| --- | ---: | ---: |")
+    for r in validation:
+        print(f"| {r['validation']} | {r['median_ms']:.1f} | {r['min_ms']:.1f} |")
+
+
+FIGURES = (  # (label, section, the key naming a row, value key, format)
+    ("overhead µs/call, {}", "calls", "task", "overhead_us", "{:.0f}"),
+    ("steps/s ratio, {}", "envs", "task", "ratio", "{:.2f}"),
+    ("validation ms, {}", "validation", "validation", "median_ms", "{:.1f}"),
+)
+
+
+def side_by_side(args: argparse.Namespace) -> None:
+    """Alternate baseline and current, each pass in fresh processes; medians over the passes and their ratio."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    trees = {"baseline": os.path.abspath(args.baseline), "current": here}
+    for tree in trees.values():
+        if not os.path.isdir(os.path.join(tree, "text2reward", "sandbox")):
+            raise SystemExit(f"--baseline {args.baseline}: {tree} holds no text2reward/sandbox; give a checkout of this project")
+    passes: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    flags = ["--calls", str(args.calls), "--steps", str(args.steps), "--repeats", str(args.repeats), "--seed", str(args.seed),
+             "--validations", str(args.validations)]
+    for number in range(args.passes):
+        for isolation in args.isolation:
+            for name, tree in trees.items():
+                env = dict(os.environ, PYTHONPATH=os.pathsep.join([tree, os.path.dirname(os.path.abspath(__file__))]))
+                command = [sys.executable, os.path.abspath(__file__), "--json", "--isolation", isolation, *flags]
+                print(f"# pass {number + 1}/{args.passes}: {name} ({tree}), {isolation}", file=sys.stderr, flush=True)
+                done = subprocess.run(command, env=env, cwd=tree, capture_output=True, text=True, check=False)
+                if done.returncode != 0:
+                    raise SystemExit(f"{name} failed:\n{done.stderr[-2000:]}")
+                passes.setdefault((name, isolation), []).append(json.loads(done.stdout.strip().splitlines()[-1]))
+    loads = [p["load"] for runs in passes.values() for p in runs]
+    print(f"# {platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, load average "
+          f"{min(min(x) for x in loads):.2f}-{max(max(x) for x in loads):.2f}; {args.passes} passes, baseline {trees['baseline']}")
+    for isolation in args.isolation:
+        print(f"# {isolation}: baseline jail: {passes[('baseline', isolation)][0]['isolation']}")
+        print(f"# {isolation}: current jail: {passes[('current', isolation)][0]['isolation']}")
+    print()
+    header = "| figure | " + " | ".join(f"baseline {i} | current {i} | current / baseline" for i in args.isolation) + " |"
+    print(header)
+    print("| --- |" + " ---: | ---: | ---: |" * len(args.isolation))
+    for label, section, key, value, fmt in FIGURES:
+        names = [row[key] for row in passes[("current", args.isolation[0])][0][section]]
+        for row_name in names:
+            cells = []
+            for isolation in args.isolation:
+                medians = []
+                for tree in ("baseline", "current"):
+                    values = [next(r[value] for r in p[section] if r[key] == row_name) for p in passes[(tree, isolation)]]
+                    medians.append(statistics.median(values))
+                cells += [fmt.format(medians[0]), fmt.format(medians[1]), f"{medians[1] / medians[0]:.2f}"]
+            print(f"| {label.format(row_name)} | " + " | ".join(cells) + " |")
 
 
 def main() -> None:
@@ -179,19 +277,27 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000, help="reward calls per timed block")
     parser.add_argument("--steps", type=int, default=1000, help="env steps per timed block")
     parser.add_argument("--repeats", type=int, default=7, help="pairs of blocks per figure")
+    parser.add_argument("--validations", type=int, default=15, help="timed validations per figure")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--isolation", default="auto", choices=["auto", "bubblewrap", "landlock"],
-                        help="the worker's jail (landlock: Landlock + seccomp, as where bubblewrap is missing)")
+    parser.add_argument("--isolation", nargs="+", default=["auto"], choices=["auto", "bubblewrap", "landlock"],
+                        help="the worker's jail (landlock: Landlock + seccomp + own namespaces, as where bubblewrap is missing)")
+    parser.add_argument("--baseline", help="another checkout of this project, measured beside this one (see above)")
+    parser.add_argument("--passes", type=int, default=2, help="with --baseline: alternating passes per tree and jail")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    limits = Limits(isolation=args.isolation)
-    load = os.getloadavg()[0]
-    started = time.monotonic()
-    calls, isolation = per_call_rows(args.calls, args.repeats, limits)
-    envs = env_rows(args.steps, args.repeats, limits, args.seed)
-    print(f"# {platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, load average {load:.2f} at start, {os.getloadavg()[0]:.2f} at end")
-    print(f"# worker isolation: {isolation}; {args.calls} calls / {args.steps} steps per block, {args.repeats} pairs of blocks; {time.monotonic() - started:.0f} s")
-    print()
-    print_tables(calls, envs)
+    if args.baseline:
+        side_by_side(args)
+        return
+    for isolation in args.isolation:
+        figures = measure(args, isolation)
+        if args.json:
+            print(json.dumps(figures))
+            continue
+        load = figures["load"]
+        print(f"# {platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, load average {load[0]:.2f} at start, {load[1]:.2f} at end")
+        print(f"# worker isolation: {figures['isolation']}; {args.calls} calls / {args.steps} steps per block, {args.repeats} pairs of blocks; {figures['seconds']:.0f} s")
+        print()
+        print_tables(figures["calls"], figures["envs"], figures["validation"])
 
 
 if __name__ == "__main__":

@@ -191,7 +191,7 @@ REASONS = {
     "huge_allocation": "MemoryError",
     "huge_list": "MemoryError",
     "deep_recursion": "RecursionError",
-    "exception_storm": "10,000,000 characters",
+    "exception_storm": ("10,000,000 characters", "ms of CPU time, over the 50 ms limit"),  # 100k raises cost ~30-60 ms
     "raise_system_exit": "name 'SystemExit' is not defined",
     "subclasses_sys_exit": "SystemExit: 3",
     "subclasses_socket": "blocked 'import'",

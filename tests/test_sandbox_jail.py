@@ -668,3 +668,89 @@ def test_a_busy_loop_in_validation_is_stopped_within_the_per_call_cpu_limit(mech
                       get_task("metaworld/reach-v3"), samples, Limits(isolation=mechanism))
     assert not report.ok and "ms of CPU time, over the 50 ms limit" in report.checks["runs"]["detail"]
     assert time.monotonic() - started < 30  # was 65 s: stopped at its call, not at the whole run's limit
+
+
+# --- the zygote's other children, and the foreign system-call entry points ---
+
+FOREIGN_ENTRY = {  # getpid through the x32 and the i386 entry points: the filter kills such a call, it never runs
+    "x32": 'ctypes = real.__import__("ctypes")\nreturn float(ctypes.CDLL(None).syscall(0x40000000 | 39)), {}',
+    "i386": (
+        'ctypes, mmap = real.__import__("ctypes"), real.__import__("mmap")\n'
+        'page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\n'
+        'page.write(bytes([0xB8, 0x14, 0, 0, 0, 0xCD, 0x80, 0xC3]))  # mov eax, 20 (getpid); int 0x80; ret\n'
+        'address = ctypes.addressof(ctypes.c_char.from_buffer(page))\n'
+        'return float(ctypes.CFUNCTYPE(ctypes.c_int)(address)()), {}'
+    ),
+}
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+@pytest.mark.parametrize("entry", sorted(FOREIGN_ENTRY))
+def test_a_call_through_a_foreign_entry_point_is_killed_and_named_alike_on_both_paths(entry, mechanism, samples):
+    limits = Limits(isolation=mechanism)
+    code = program(FOREIGN_ENTRY[entry])
+    validated = run_reward(code, samples, limits)
+    assert not validated.ok and "forbidden system call (SIGSYS" in str(validated.error), validated.error
+    view, action = samples[0]
+    with SandboxedReward(code, "foreign", limits) as reward, pytest.raises(RewardProgramError) as caught:
+        reward(view, action, 0.0, False)
+    assert "forbidden system call (SIGSYS" in str(caught.value)
+    assert str(caught.value).endswith(str(validated.error))  # the same words on the training path
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        try:
+            todo += [int(p) for p in Path(f"/proc/{current}/task/{current}/children").read_text().split()]
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_a_validation_child_reaches_neither_the_zygote_nor_the_next_child(mechanism, samples):
+    """The zygote forks the next child (the spare) as soon as it hands one over: the child handed over tries to signal,
+    renice and pin the zygote and that spare by host pid (given to it in the action: it cannot see them), and every pid
+    of its own pid namespace; all stay alive and untouched (read by this process), and the same zygote serves on."""
+    import numpy as np
+
+    from text2reward.sandbox import runner
+    from text2reward.sandbox.process import _runs_worker, limit_config
+
+    limits = Limits(isolation=mechanism)
+    assert run_reward("def compute_dense_reward(self, action):\n    return 0.0\n", samples, limits).ok
+    attack = program(
+        'for pid in [int(p) for p in action if p > 0] + list(range(2, 64)):\n'
+        '    attempt(results, "kill " + str(pid), lambda: os.kill(pid, 9))\n'
+        '    attempt(results, "renice " + str(pid), lambda: os.setpriority(os.PRIO_PROCESS, pid, 19))\n'
+        '    attempt(results, "pin " + str(pid), lambda: os.sched_setaffinity(pid, {0}))\n'
+        'through = {name: outcome for name, outcome in results.items() if not outcome.startswith("blocked")}\n'
+        'raise ValueError("tried " + str(len(results)) + "; through " + repr(through))'
+    )
+    modules = runner.view_modules([samples[0][0]])
+    request = {"code": attack, "modules": modules, "wall_seconds": float(limits.wall_seconds), **limit_config(limits, cpu=True)}
+    with runner._LOCK:
+        zygote = runner._zygote(limits)
+        child = runner.ValidationChild.fork(zygote, request, limits, time.monotonic() + 60)
+        time.sleep(0.5)  # the next spare is forked and in its namespaces
+        fdinfo = Path(f"/proc/self/fdinfo/{child._pidfd}").read_text()
+        handed = int(fdinfo.split("Pid:")[1].split()[0])  # the zygote's child that was handed over, and what it forked
+        attacker = set(_descendants(handed))
+        targets = [pid for pid in _descendants(zygote.process.pid) if pid not in attacker]
+        assert len(targets) >= 2 and any(_runs_worker(pid) for pid in targets)  # the zygote and the spare, at least
+        before = {pid: (os.getpriority(os.PRIO_PROCESS, pid), os.sched_getaffinity(pid)) for pid in targets}
+        action = np.array(targets + [0] * (8 - len(targets)), dtype=float)
+        result = runner.RunResult()
+        try:
+            runner._drive(child, [(samples[0][0], action)], modules, 1, limits, result)
+        finally:
+            child.close()
+    assert f"tried {(len(targets) + 62) * 3}; through {{}}" in str(result.error), result.error
+    time.sleep(0.2)
+    assert all(Path(f"/proc/{pid}").exists() for pid in targets)
+    assert {pid: (os.getpriority(os.PRIO_PROCESS, pid), os.sched_getaffinity(pid)) for pid in targets} == before
+    after = run_reward("def compute_dense_reward(self, action):\n    return 1.0\n", samples, limits)
+    assert after.ok and runner._ZYGOTES[(mechanism, os.getpid())] is zygote

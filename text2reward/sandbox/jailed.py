@@ -28,7 +28,6 @@ The lock-down, in order, in the process that will run the untrusted code:
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import pickle
@@ -112,75 +111,63 @@ def _self_test(config: dict) -> int:
 
 
 def _zygote(config: dict) -> int:
-    """Fork one child per validation request, hand its pipes (and a pidfd of it) to the parent, report how it ended.
+    """Hand the parent one jailed child per validation request (its pipes and a pidfd), and report how each ended.
 
     The parent then drives the child call by call over those pipes, exactly as it drives a training worker; the
-    zygote never relays a byte of the child's, so nothing the child writes can pass for the zygote's word."""
+    zygote never relays a byte of the child's, so nothing the child writes can pass for the zygote's word. What
+    every child shares is set up here once (`jail.prepare_zygote`); each child adds its own namespaces while it
+    waits as the spare (nursery.py), and its own Landlock domain and seccomp filter once its code arrives."""
     import socket
 
-    from text2reward.sandbox.jail import import_layers
+    from text2reward.sandbox.jail import JailError, enter_child_namespaces, prepare_zygote
+    from text2reward.sandbox.nursery import Nursery
 
     proto_in, proto_out = _claim_stdio()
     handoff = socket.socket(fileno=int(config["handoff_fd"]))
     _import_trusted("", [])
-    import_layers()
-    while True:
+    devnull = os.open(os.devnull, os.O_RDWR)  # the children's fds 0-2: the zygote's Landlock rules forbid opening it later
+    try:
+        shared = prepare_zygote(config["jail"])
+    except JailError as exc:
+        _send(proto_out, {"forked": False, "detail": f"the sandbox could not be set up: {exc}"})
+        return 1
+
+    def spare_main(control: int, ready: int, calls_in: int, replies_out: int) -> None:
+        """In a spare: shed every other fd, enter its own namespaces, say so, wait for its request, serve it."""
+        _tie_to_parent()
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        keep = sorted((control, ready, calls_in, replies_out))
+        for low, high in zip([2, *keep], [*keep, 1 << 16]):
+            os.closerange(low + 1, high)
         try:
-            request = pickle.loads(read_frame(proto_in))
-        except ChannelClosed:
-            return 0
+            entered = enter_child_namespaces(config["jail"])
+        except JailError:
+            os._exit(3)  # the ready pipe closes without its byte: the zygote never hands this child over
+        os.write(ready, b"1")
+        os.close(ready)
         try:
-            modules = _import_trusted(request["code"], request["modules"])
-        except Exception as exc:  # e.g. a view class that cannot be imported here
-            _send(proto_out, {"forked": False, "detail": f"the sandbox could not import the views: {type(exc).__name__}: {exc}"})
-            continue
-        gc.freeze()  # the child's collections then skip the zygote's objects: no copy-on-write storm
-        calls_read, calls_write = os.pipe()
-        replies_read, replies_write = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                _candidate_child(dict(request, jail=config["jail"]), modules, calls_read, replies_write)
-            finally:
-                os._exit(0)
-        os.close(calls_read)
-        os.close(replies_write)
-        pidfd = os.pidfd_open(pid)
-        socket.send_fds(handoff, [b"child"], [calls_write, replies_read, pidfd])
-        os.close(calls_write)
-        os.close(replies_read)
-        _send(proto_out, {"forked": True})
-        _send(proto_out, _reap(pid, pidfd, float(request["wall_seconds"])))
-        os.close(pidfd)
+            request = pickle.loads(read_frame(control))
+        except ChannelClosed:  # the zygote discarded this spare
+            os._exit(0)
+        os.close(control)
+        modules = _import_trusted(request["code"], request["modules"])  # imported in the zygote already: no cost
+        _apply_limits(request)
+        child_config = dict(request, jail=config["jail"], shared={**shared, **entered})
+        _serve_calls(FrameReader(calls_in), replies_out, request, modules, child_config)
+
+    nursery = Nursery(spare_main, lambda message: _send(proto_out, message), handoff)
+    return nursery.serve(proto_in, lambda request: _import_trusted(request["code"], request["modules"]))
 
 
-def _candidate_child(request: dict, modules: dict, calls_in: int, replies_out: int) -> None:
-    """In the forked child: shed every fd but its own two pipes, set its limits, then serve calls (it locks down
-    before the code is compiled: `_load`)."""
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0)
-    os.dup2(devnull, 1)
-    keep = sorted((calls_in, replies_out))
-    os.closerange(3, keep[0])
-    os.closerange(keep[0] + 1, keep[1])
-    os.closerange(keep[1] + 1, 1 << 16)
-    _apply_limits(request)
-    _serve_calls(FrameReader(calls_in), replies_out, request, modules, request)
+def _tie_to_parent() -> None:
+    """Die with the zygote (a SIGKILL when it ends), and leave at once if it ended before the tie was made."""
+    import ctypes
 
-
-def _reap(pid: int, pidfd: int, seconds: float) -> dict:
-    """Wait for the child to end (the parent closes its pipes when done, or kills it); kill it at the backstop."""
-    import select
-
-    timed_out = not select.select([pidfd], [], [], seconds)[0]  # a pidfd is readable once its process has ended
-    if timed_out:
-        os.kill(pid, signal.SIGKILL)  # our own child, not yet reaped: its id is still its own
-    _, code, usage = os.wait4(pid, 0)
-    # the child's CPU time from the kernel, whatever the child says
-    status = {"timeout": timed_out, "cpu_seconds": float(usage.ru_utime + usage.ru_stime)}
-    if os.WIFSIGNALED(code):
-        return {"signal": os.WTERMSIG(code), "exit": None, **status}
-    return {"signal": None, "exit": os.WEXITSTATUS(code), **status}
+    parent = os.getppid()
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(0)
 
 
 # --- lock-down ---
@@ -217,6 +204,7 @@ def _import_trusted(code: str, view_modules: list[str]) -> dict:
     import numpy
 
     import policies.reward_program  # noqa: F401 - normalise_output, imported before lock-down
+    import text2reward.sandbox.wire  # noqa: F401 - the call protocol: in a zygote, once for all its children (~6 ms)
     from text2reward.sandbox.static import ALLOWED_MODULES, EAGER_MODULES
 
     for name in view_modules:
@@ -309,14 +297,18 @@ def _lock_down(config: dict) -> dict:
     Returns the layers the jail put in place (for the self-test's report)."""
     from text2reward.sandbox.jail import lock_down_os
 
-    devnull = os.open(os.devnull, os.O_WRONLY)  # opened now: the jail may hide /dev/null's path
+    shared = config.get("shared")
+    # opened now: the jail may hide /dev/null's path (a zygote's child has fd 2 on it already: the zygote's Landlock
+    # rules forbid opening it for writing)
+    devnull = os.open(os.devnull, os.O_WRONLY) if shared is None else None
     # last: its seccomp filter forbids changing limits; it sets RLIMIT_NPROC 0 (no fork, no thread) and few open files
-    layers = lock_down_os(config["jail"], open_files=int(config["open_files"]))
+    layers = lock_down_os(config["jail"], open_files=int(config["open_files"]), shared=shared)
     spawner = sys.modules.get("_posixsubprocess")
     if spawner is not None and hasattr(spawner, "fork_exec"):
         del spawner.fork_exec  # lint: a clear error instead of EPERM from seccomp
-    os.dup2(devnull, 2)  # a flood of writes to stderr costs the child's own time, never the parent's
-    os.close(devnull)
+    if devnull is not None:
+        os.dup2(devnull, 2)  # a flood of writes to stderr costs the child's own time, never the parent's
+        os.close(devnull)
     return layers
 
 

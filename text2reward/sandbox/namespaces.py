@@ -63,6 +63,10 @@ def _check(result: int, what: str) -> None:
         raise NamespaceError(f"{what} failed: {os.strerror(ctypes.get_errno())}")
 
 
+PER_CHILD = CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP
+"""What each validation child of a zygote makes anew: its own process, network, IPC, host-name and cgroup views."""
+
+
 def build(readable: list[str], symlinks: list[list[str]], files: list[str], drop_to_uid: int | None = None) -> dict[str, Any]:
     """Enter fresh namespaces and a minimal read-only root; returns (in the child that goes on) what took effect.
 
@@ -71,8 +75,18 @@ def build(readable: list[str], symlinks: list[list[str]], files: list[str], drop
     namespace (its paths may lie under a home only root can enter, e.g. a pyenv under /root, and the jailed process
     then holds no capability over its own mounts), becomes that uid, and only then makes the other namespaces.
     Anyone else makes them all at once, owning a user namespace that maps its own uid alone."""
+    enter_shared(readable, symlinks, files, drop_to_uid, others=ALL_NAMESPACES & ~CLONE_NEWNS)
+    _enter_new_pid_namespace(_libc())
+    return {"namespaces": "user, mount, pid, net, ipc, uts, cgroup", "root": "minimal, read-only"}
+
+
+def enter_shared(readable: list[str], symlinks: list[list[str]], files: list[str], drop_to_uid: int | None = None,
+                 others: int = ALL_NAMESPACES & ~CLONE_NEWNS & ~CLONE_NEWPID) -> None:
+    """The user and mount namespaces and the minimal root (and `others`), without the pid namespace's fork.
+
+    A zygote calls this once, so each validation child it forks only adds what must be its own (`enter_per_child`):
+    the root is the same read-only tree for every candidate, and building it costs a few ms per child."""
     libc = _libc()
-    others = ALL_NAMESPACES & ~CLONE_NEWNS
     proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the id maps, after the old root is gone
     try:
         if drop_to_uid is not None and os.geteuid() == 0:
@@ -83,12 +97,19 @@ def build(readable: list[str], symlinks: list[list[str]], files: list[str], drop
             os.setuid(drop_to_uid)  # from root to another uid: every capability goes
             if os.getuid() != drop_to_uid or os.geteuid() != drop_to_uid or os.getgid() != drop_to_uid:
                 raise NamespaceError("could not drop root privileges")
-            _own_user_namespace(libc, others, proc)
+            _own_user_namespace(libc, others | CLONE_NEWUSER, proc)
         else:
-            _own_user_namespace(libc, ALL_NAMESPACES, proc)
+            _own_user_namespace(libc, others | CLONE_NEWUSER | CLONE_NEWNS, proc)
             _make_root(libc, readable, symlinks, files)
     finally:
         os.close(proc)
+
+
+def enter_per_child() -> dict[str, Any]:
+    """In a zygote's child (already in the zygote's user and mount namespaces and root): its own pid, network, IPC,
+    UTS and cgroup namespaces, the pid namespace entered by a fork (the reward runs as its pid 1)."""
+    libc = _libc()
+    _check(libc.unshare(ctypes.c_int(PER_CHILD)), "unshare (pid, net, ipc, uts, cgroup namespaces)")
     _enter_new_pid_namespace(libc)
     return {"namespaces": "user, mount, pid, net, ipc, uts, cgroup", "root": "minimal, read-only"}
 
@@ -98,7 +119,7 @@ def _own_user_namespace(libc: ctypes.CDLL, flags: int, proc: int) -> None:
     uid, gid = os.geteuid(), os.getegid()
     # a process whose uid was just dropped is not dumpable, and its /proc files stay root's: for the maps only
     _check(libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "making /proc/self the worker's own")
-    _check(libc.unshare(ctypes.c_int(flags)), "unshare (user, pid, net, ipc, uts, cgroup namespaces)")
+    _check(libc.unshare(ctypes.c_int(flags)), "unshare (user and other namespaces)")
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
         fd = os.open(f"self/{name}", os.O_WRONLY, dir_fd=proc)  # `self` resolves now: this process, its new namespace
         try:

@@ -223,7 +223,10 @@ def explain_exit(signal_number: int | None, exit_code: int | None, limits: Limit
         except ValueError:
             name = f"signal {signal_number}"
         if signal_number == signal.SIGSYS:
-            return "the reward process was killed for a forbidden system call (SIGSYS); reward code may only compute on `self` and `action`"
+            # the filter denies every named call with EPERM (the code sees PermissionError); it kills only a call made
+            # through another architecture's entry point, which is all the kernel tells the parent of it
+            return ("the reward process was killed for a forbidden system call (SIGSYS: a call through the x32 or i386 "
+                    "entry point); reward code may only compute on `self` and `action`")
         if signal_number == signal.SIGKILL and not cpu_rlimit:
             return f"the reward process was killed from outside by {name}, not by its own limits (the machine's memory or another process)"
         if signal_number == signal.SIGKILL:

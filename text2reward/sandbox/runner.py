@@ -77,7 +77,7 @@ ENDING_SECONDS = 1.0
 """How long a child that closed its pipe has to end by itself before it is killed (its own exit tells the model why)."""
 LOAD_CPU_SECONDS = 2.0
 """CPU time a child may take to jail itself and run the program's module body before it says it is ready."""
-_ZYGOTES: dict[tuple[str, int], WorkerProcess] = {}
+_ZYGOTES: dict[tuple[str, int], Zygote] = {}
 _LOCK = threading.Lock()
 
 
@@ -89,7 +89,7 @@ def run_reward(code: str, samples: list[tuple[Any, np.ndarray]], limits: Limits 
     request = {"code": code, "modules": modules, "wall_seconds": float(limits.wall_seconds), **limit_config(limits, cpu=True)}
     with _LOCK:
         zygote = _zygote(limits)
-        result = RunResult(isolation=zygote.isolation)
+        result = RunResult(isolation=zygote.process.isolation)
         deadline = time.monotonic() + limits.wall_seconds + ZYGOTE_GRACE_SECONDS
         try:
             child = ValidationChild.fork(zygote, request, limits, deadline)
@@ -100,13 +100,7 @@ def run_reward(code: str, samples: list[tuple[Any, np.ndarray]], limits: Limits 
             try:
                 _drive(child, samples, modules, repeats, limits, result)
             finally:
-                child.close()
-                try:
-                    child.status(deadline)  # the zygote's report of the child's end: read, so the next request starts clean
-                except SandboxFailure as exc:
-                    _discard(zygote)
-                    if result.error is None:
-                        result.error, result.error_kind = f"the sandbox failed: {exc}", "process"
+                child.close()  # its end is reported later, read with the next request: its exit overlaps other work
     result.wall_seconds = time.monotonic() - started
     return result
 
@@ -131,8 +125,8 @@ def _drive(child: ValidationChild, samples: list[tuple[Any, np.ndarray]], module
         encoder, decoder = ViewEncoder(modules), ReplyDecoder()
         for repeat in range(repeats):
             outputs: list[Output] = []
-            for index, (view, action) in enumerate(samples):
-                raw, own = child.calls.exchange(encoder.encode(view, np.asarray(action)), calls)
+            frames = [encoder.encode(view, np.asarray(action)) for view, action in samples]  # schemas in the first pass only
+            for index, (raw, own) in enumerate(child.calls.stream(frames, calls)):
                 reply = decoder.decode(raw)
                 if isinstance(reply, dict):
                     kind = reply.get("kind")
@@ -149,11 +143,56 @@ def _drive(child: ValidationChild, samples: list[tuple[Any, np.ndarray]], module
         result.error, result.error_kind = str(exc), "process"
 
 
+@dataclass
+class Zygote:
+    """The parent's end of one zygote: its process, and the ends of handed children it has reported.
+
+    The zygote reports a child's end whenever it comes (nursery.py), so its messages are read in order and each
+    "ended" is kept only while that child's `ValidationChild` may still ask why it ended."""
+
+    process: WorkerProcess
+    ended: dict[int, dict[str, Any]] = field(default_factory=dict)
+    asking: set[int] = field(default_factory=set)
+
+    def forked(self, deadline: float) -> int:
+        """The number of the child forked for the request just sent. Raises SandboxFailure."""
+        while True:
+            message = self._message(deadline)
+            if "ended" in message:
+                continue
+            if message.get("forked") is True and type(message.get("child")) is int:
+                self.asking.add(message["child"])
+                return message["child"]
+            raise SandboxFailure(clean_text(str(message.get("detail") or "the zygote did not fork a child")))
+
+    def status(self, number: int, deadline: float) -> dict[str, Any]:
+        """How child `number` ended, from the zygote's own wait (trusted), read once."""
+        while number not in self.ended:
+            if "ended" not in self._message(deadline):
+                raise SandboxFailure("the sandbox sent a malformed status")
+        self.asking.discard(number)
+        return self.ended.pop(number)
+
+    def forget(self, number: int) -> None:
+        """Its end will not be asked about: drop its report when it comes."""
+        self.asking.discard(number)
+        self.ended.pop(number, None)
+
+    def _message(self, deadline: float) -> dict[str, Any]:
+        message = self.process.receive(deadline)
+        if not isinstance(message, dict):
+            raise SandboxFailure("the sandbox sent a malformed message")
+        number = message.get("ended")
+        if type(number) is int and number in self.asking:
+            self.ended[number] = message
+        return message
+
+
 class ValidationChild:
     """The parent's end of one validation child: its two pipes and a pidfd, handed over by the zygote."""
 
-    def __init__(self, zygote: WorkerProcess, calls_fd: int, replies_fd: int, pidfd: int, limits: Limits):
-        self.zygote, self.limits = zygote, limits
+    def __init__(self, zygote: Zygote, number: int, calls_fd: int, replies_fd: int, pidfd: int, limits: Limits):
+        self.zygote, self.number, self.limits = zygote, number, limits
         self._calls_fd, self._replies_fd, self._pidfd = calls_fd, replies_fd, pidfd
         os.set_blocking(calls_fd, False)
         self._status: dict[str, Any] | None = None
@@ -161,15 +200,12 @@ class ValidationChild:
         self.calls = CallChannel(calls_fd, replies_fd, self._host_pid, self.kill, self._ended)
 
     @classmethod
-    def fork(cls, zygote: WorkerProcess, request: dict[str, Any], limits: Limits, deadline: float) -> ValidationChild:
+    def fork(cls, zygote: Zygote, request: dict[str, Any], limits: Limits, deadline: float) -> ValidationChild:
         """Ask the zygote for a child; its pipes and pidfd arrive on the handoff socket. Raises SandboxFailure."""
-        handoff = zygote.handoff
+        handoff = zygote.process.handoff
         assert handoff is not None  # a zygote always has one
-        zygote.start(request, deadline)
-        forked = zygote.receive(deadline)
-        if not (isinstance(forked, dict) and forked.get("forked") is True):
-            detail = forked.get("detail") if isinstance(forked, dict) else None
-            raise SandboxFailure(clean_text(str(detail or "the zygote did not fork a child")))
+        zygote.process.start(request, deadline)
+        number = zygote.forked(deadline)
         handoff.settimeout(max(deadline - time.monotonic(), 0.001))
         try:
             _, fds, _, _ = socket.recv_fds(handoff, 16, 3)
@@ -179,11 +215,11 @@ class ValidationChild:
             for fd in fds:
                 os.close(fd)
             raise SandboxFailure("the zygote handed over a malformed child")
-        return cls(zygote, fds[0], fds[1], fds[2], limits)
+        return cls(zygote, number, fds[0], fds[1], fds[2], limits)
 
     def _host_pid(self) -> int:
         """The pid, as this process sees it, of the process that runs the reward: the child named by the pidfd
-        (race-free), or below it the one in a fresh pid namespace the child made at lock-down (namespaces.py)."""
+        (race-free), or below it the one in a fresh pid namespace the child made (namespaces.py)."""
         with open(f"/proc/self/fdinfo/{self._pidfd}") as handle:
             for line in handle:
                 if line.startswith("Pid:"):
@@ -225,39 +261,43 @@ class ValidationChild:
             except OSError:
                 pass
         self.kill()
+        if self._status is None:
+            self.zygote.forget(self.number)
+        self._close_pidfd()
 
     def status(self, deadline: float) -> dict[str, Any]:
         """How the child ended, from the zygote (read once)."""
         if self._status is None:
-            status = self.zygote.receive(deadline)
-            if not isinstance(status, dict):
-                raise SandboxFailure("the sandbox sent a malformed status")
-            self._status = status
+            self._status = self.zygote.status(self.number, deadline)
+        return self._status
+
+    def _close_pidfd(self) -> None:
+        if self._pidfd >= 0:
             try:
                 os.close(self._pidfd)
             except OSError:
                 pass
-        return self._status
+            self._pidfd = -1
 
 
-def _zygote(limits: Limits) -> WorkerProcess:
+def _zygote(limits: Limits) -> Zygote:
     active_isolation(limits.isolation)  # cached; refuses (fail closed) if the jail was since hidden
     key = (limits.isolation, os.getpid())
     zygote = _ZYGOTES.get(key)
-    if zygote is None or not zygote.alive():
+    if zygote is None or not zygote.process.alive():
         if zygote is not None:
             _discard(zygote)
-        zygote = WorkerProcess(limits, mode="zygote")
+        zygote = Zygote(WorkerProcess(limits, mode="zygote"))
         _ZYGOTES[key] = zygote
     return zygote
 
 
-def _discard(zygote: WorkerProcess) -> None:
+def _discard(zygote: Zygote) -> None:
     for key, value in list(_ZYGOTES.items()):
         if value is zygote:
             del _ZYGOTES[key]
-    zygote.kill()
-    zygote.close()
+    zygote.process.kill()
+    zygote.process.close()
 
 
 @atexit.register
@@ -266,7 +306,7 @@ def shutdown_zygotes() -> None:
     with _LOCK:
         for key, zygote in list(_ZYGOTES.items()):
             if key[1] == os.getpid():
-                zygote.close()
+                zygote.process.close()
             del _ZYGOTES[key]
 
 
