@@ -37,6 +37,8 @@ from sim_envs.errors import ConfigError
 
 REWARD_MODES: dict[str, str] = {mode: name for mode, (name, _) in MODE_SIGNATURES.items()}
 """Mode -> the function the model writes."""
+DEFAULT_REWARD_MODE = "dense"
+"""The mode a run and a training use unless told otherwise: the program is the reward."""
 DEFAULT_GAMMA = 0.99
 """SB3's and SBX's discount when a family's settings name none; the shaping must use the one that trains."""
 PROGRESS_WEIGHT = 1.0
@@ -53,6 +55,24 @@ def check_mode(mode: str) -> str:
     if mode not in REWARD_MODES:
         raise ConfigError(f"unknown reward mode {mode!r} (--reward-mode); use one of {', '.join(REWARD_MODES)}")
     return mode
+
+
+def mode_help() -> str:
+    """`--reward-mode`'s help: each mode and what the model writes for it."""
+    return ("dense (the program is the reward), potential (compute_potential shapes the sparse success reward) "
+            "or progress (compute_progress, with a count bonus)")
+
+
+MODE_REPORT_TEXT = {
+    "dense": "dense (the program is the reward)",
+    "potential": "potential (compute_potential shapes the task's sparse success reward: gamma * Phi(s') - Phi(s))",
+    "progress": "progress (compute_progress: progress gains plus a count bonus, with the task's sparse success reward)",
+}
+
+
+def mode_report_text(mode: str) -> str:
+    """How a run's report names its reward mode."""
+    return MODE_REPORT_TEXT.get(mode, mode)
 
 
 def entry_point(mode: str) -> str:

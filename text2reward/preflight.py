@@ -1,5 +1,6 @@
-"""Checks before a run or a training job starts: every mistake a person can make in a command line is
-found here, as one line naming the problem and the fix, before a run folder exists or a model is asked.
+"""Checks before a training job starts: every mistake a person can make in a training command line is found here, as
+one line naming the problem and the fix, before anything trains (a run's own checks, which also ask its backend and
+executor, are text2reward.settings.check_run_config).
 
 Why one place: a typo in `--hp`, a CUDA device on a CPU machine, a model server that is not running or a
 task that does not exist would otherwise surface minutes later, as a traceback inside a worker or as a
@@ -8,18 +9,10 @@ run that ends "finished" with nothing trained.
 
 from __future__ import annotations
 
-import dataclasses
-import importlib.util
-import os
-import socket
-from pathlib import Path
-from typing import Any
-
 from policies.config import TrainConfig
-from sim_envs import get_task, load_task_file
+from sim_envs import get_task
 from sim_envs.task import Task
 from text2reward.errors import ConfigError
-from text2reward.runs.store import EXECUTORS, RAY_MISSING, RunConfig
 
 
 def check_train_config(config: TrainConfig, device_here: bool = True) -> Task:
@@ -63,91 +56,7 @@ def budget_warning(task: Task, steps: int | None) -> str | None:
             "expect little or no success (fine for a smoke test)")
 
 
-def resolve_run_config(config: RunConfig) -> RunConfig:
-    """The run's settings with what the environment supplies filled in (model and endpoint from OPENAI_MODEL /
-    OPENAI_BASE_URL), so config.json records what the run really used. The API key is never recorded."""
-    if config.backend != "openai":
-        return config
-    return dataclasses.replace(
-        config,
-        model=config.model or os.environ.get("OPENAI_MODEL") or None,
-        base_url=config.base_url or os.environ.get("OPENAI_BASE_URL") or None,
-    )
-
-
-def check_run_config(config: RunConfig, backend_given: bool = False) -> RunConfig:
-    """Everything `t2r run` can check before it creates a run folder; returns the resolved settings.
-    `backend_given`: the caller hands the loop a backend object, so the configured one is not built."""
-    config = resolve_run_config(config)
-    config.validate()
-    if config.task_file:
-        load_task_file(config.task_file)
-    task = get_task(config.task_id)
-    if config.reward_source != "code" and task.keypoints is None:
-        raise ConfigError(f"--reward-source {config.reward_source} needs keypoints, which task {task.id} has no setup for: "
-                          "use a metaworld, fetch or franka task, or --reward-source code")
-    joins_cluster = config.executor == "ray" and bool(config.ray_address)  # whose GPUs are the workers', not this machine's
-    check_train_config(config.train_config(task.id, out_dir=_NOWHERE, reward="code", seed=config.seed), device_here=not joins_cluster)
-    check_executor(config)
-    if not backend_given:
-        check_backend(config, task)
-    return config
-
-
-def check_executor(config: RunConfig) -> None:
-    """The executor exists and can run here: `--executor ray` without Ray installed is refused before a model is asked."""
-    if config.executor not in EXECUTORS:
-        raise ConfigError(f"unknown --executor {config.executor!r}: choose local (worker processes on this machine) or ray (a Ray cluster)")
-    if config.executor == "ray" and importlib.util.find_spec("ray") is None:
-        raise ConfigError(RAY_MISSING)
-    if config.executor == "ray" and config.ray_address:
-        check_ray_address(config.ray_address)
-
-
-def check_ray_address(address: str) -> None:
-    """A cluster that is not there fails now, in seconds, with one line (joining it would wait for minutes)."""
-    host, colon, port = address.split("://")[-1].rpartition(":")
-    if not colon or not port.isdigit():
-        return  # `auto` and the like: Ray finds the cluster this machine belongs to
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=5):
-            pass
-    except OSError as exc:
-        raise ConfigError(f"no Ray cluster answers at {address} ({exc.strerror or exc}): start one there with "
-                          "`ray start --head`, or fix --ray-address / RAY_ADDRESS") from exc
-
-
-def check_backend(config: RunConfig, task: Task) -> None:
-    """The backend can be built from these settings, and a model endpoint answers."""
-    from text2reward.generation.llm import make_backend
-
-    if config.backend == "heuristic":
-        from text2reward.generation.llm.heuristic_plans import build_plan
-
-        build_plan(task)  # a task the rules cannot plan for is refused now, not after a round of nothing
-        return
-    if config.backend == "file":
-        if config.reply_files:
-            make_backend("file", paths=config.reply_files)  # every file exists and can be listed
-        return
-    backend: Any = make_backend("openai", **backend_options(config))  # key, model and URL are present
-    from text2reward.generation.llm.openai_backend import check_endpoint
-
-    check_endpoint(backend.base_url, os.environ.get("OPENAI_API_KEY") or None, backend.model)
-
-
-def backend_options(config: RunConfig) -> dict[str, Any]:
-    """The openai backend's settings from a run's settings (None means the backend's own default)."""
-    return {
-        "model": config.model, "base_url": config.base_url, "vision": config.vision, "timeout": config.timeout,
-        "max_retries": config.max_retries, "concurrency": config.concurrency,
-    }
-
-
 def check_port(port: int) -> None:
     if not 1 <= port <= 65535:
         raise ConfigError(f"--port must be between 1 and 65535, got {port}")
 
-
-_NOWHERE = Path(os.devnull)
-"""A training config needs an out_dir; the checks never write to it."""

@@ -4,12 +4,13 @@ up as a keypoint reward program a person can read, edit and train with `t2r trai
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
 from text2reward.cli.shared import TaskFileOption, app, console, friendly, load_extra_tasks
 from text2reward.errors import ConfigError
+from text2reward.generation.llm import Backend, BackendSettings, backend_spec, image_backends
 
 
 @app.command(epilog="Example: t2r keypoints --task metaworld/drawer-open-v3 --llm openai --model gpt-4o   |   "
@@ -18,7 +19,8 @@ from text2reward.errors import ConfigError
 def keypoints(
     task: Annotated[str, typer.Option(help="task id (a metaworld, fetch or franka task)")],
     source: Annotated[str, typer.Option("--keypoints", help="model (a vision model points; --llm openai or file) or oracle (the true positions projected)")] = "model",
-    llm: Annotated[str, typer.Option(help="openai (a vision-capable model) or file (you answer, reading the saved image)")] = "openai",
+    llm: Annotated[str, typer.Option(help=f"a backend that can see images: {', '.join(image_backends())} (a vision-capable model), or a "
+                                          "reply-file backend (you answer, reading the saved image)")] = "openai",
     base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)")] = None,
     model: Annotated[Optional[str], typer.Option(help="vision model name for --llm openai (or OPENAI_MODEL)")] = None,
     reply_file: Annotated[Optional[list[Path]], typer.Option(help="reply files for --llm file (else stdin)")] = None,
@@ -61,14 +63,13 @@ def keypoints(
                   f"(train it: t2r train --task {chosen.id} --reward {folder / 'reward.py'})", highlight=False, soft_wrap=True)
 
 
-def _vision_backend(llm: str, model: str | None, base_url: str | None, reply_file: list[Path] | None, timeout: float | None) -> Any:
-    from text2reward.generation.llm import make_backend
-
-    if llm == "heuristic":
-        raise ConfigError("the heuristic backend is rule-based and cannot see images: use --llm openai with a vision model, "
-                          "--llm file to answer yourself, or --keypoints oracle")
-    if llm == "file":
-        return make_backend("file", paths=[str(p) for p in reply_file] if reply_file else None)
-    if llm != "openai":
-        raise ConfigError(f"unknown --llm {llm!r}: choose openai or file")
-    return make_backend("openai", model=model, base_url=base_url, vision=True, timeout=timeout)
+def _vision_backend(llm: str, model: str | None, base_url: str | None, reply_file: list[Path] | None, timeout: float | None) -> Backend:
+    """The backend that points at the image: one that can be shown images (a vision model, or a person)."""
+    spec = backend_spec(llm)
+    if not spec.accepts_images:
+        nature = "is rule-based and " if spec.rule_based else ""
+        raise ConfigError(f"the {spec.name} backend {nature}cannot see images: use --llm {' or '.join(image_backends())} with a "
+                          "vision model, --llm file to answer yourself, or --keypoints oracle")
+    settings = BackendSettings(model=model, base_url=base_url, vision=True, timeout=timeout,
+                               reply_files=tuple(str(p) for p in reply_file or []))
+    return spec.make(spec.resolve(settings))

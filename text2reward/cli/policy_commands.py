@@ -98,7 +98,9 @@ def train(
     warning = budget_warning(task_obj, steps)
     if warning:
         err_console.print(warning, highlight=False, markup=False, soft_wrap=True)
-    reward_fn = _reward_for_training(reward, trusted_reward, reward_mode)
+    from text2reward.api import reward_for_training  # the front door imports the loop: only this command needs it
+
+    reward_fn = reward_for_training(reward, trusted_reward, reward_mode)
     try:
         result = run_training(config, reward_fn=reward_fn,
                               on_phase=lambda phase: console.print(f"{phase}...", highlight=False, soft_wrap=True))
@@ -112,20 +114,6 @@ def train(
     )
     console.print(f"reward isolation: {result.reward_isolation}" + ("; hindsight experience replay (HER)" if result.her else ""), highlight=False)
     console.print(f"wrote {out / RESULT_FILE}, model {result.model_path}, TensorBoard logs {out / 'tb'}")
-
-
-def _reward_for_training(spec: str, trusted: bool, mode: str = "dense") -> Any:
-    """expert / sparse are resolved by training (which checks the task has an expert reward); a file is
-    jailed unless the user vouches for it."""
-    if spec.lower() in ("expert", "sparse") and spec not in ("expert", "sparse"):
-        raise ConfigError(f"--reward {spec} is not a reward; did you mean --reward {spec.lower()}?")
-    if spec in ("expert", "sparse"):
-        if trusted:
-            raise ConfigError("--trusted-reward applies to a --reward FILE.py only; drop it for expert or sparse")
-        return None
-    from text2reward.sandbox import reward_from_file
-
-    return reward_from_file(spec, trusted, mode)
 
 
 @app.command(epilog="Example: t2r evaluate --model runs/train/reach --episodes 20")

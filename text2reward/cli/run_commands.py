@@ -16,6 +16,11 @@ from text2reward.cli.shared import (
     console,
     friendly,
 )
+from text2reward.runs.human_feedback import submit_feedback
+from text2reward.runs.ranking import best_candidate
+from text2reward.runs.report import write_report
+from text2reward.runs.statuses import RunStatus
+from text2reward.runs.store import RunStore, list_runs
 
 runs_app = typer.Typer(help="List runs, or show one.", invoke_without_command=True,
                        epilog="Example: t2r runs --runs-dir /tmp/runs   |   t2r runs show latest")
@@ -28,22 +33,24 @@ def runs_list(ctx: typer.Context, runs_dir: RunsDirOption = DEFAULT_RUNS_DIR, as
     """List runs, newest first."""
     if ctx.invoked_subcommand is not None:
         return
-    from text2reward.runs.store import list_runs
-
     rows = list_runs(runs_dir)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
-    table = Table("task", "backend", "status", "rounds", "best success", "tokens", "wall s", title=f"runs in {runs_dir}")
+    table = Table("task", "author", "status", "rounds", "best success", "tokens", "wall s", title=f"runs in {runs_dir}")
     table.add_column("run", no_wrap=True, overflow="fold")  # full ids: they are what every other command takes
     for r in rows:
-        backend = r["backend"] + (" (rule-based)" if r["backend"] == "heuristic" else f" {r['model'] or ''}")
+        if r.get("damaged"):
+            table.add_row("-", "-", "damaged", "-", "-", "-", "-", r["run_id"])
+            continue
         best = "-" if r["best_success"] is None else f"{r['best_success']:.2f}"
-        table.add_row(r["task_id"], backend, r["status"].replace("_", " "), str(r["rounds_done"]), best,
-                      str(r["prompt_tokens"] + r["completion_tokens"]), f"{r['wall_seconds'] or 0:.0f}", r["run_id"])
+        table.add_row(r["task_id"], r["author"] or r["backend"], r["status"].replace("_", " "), str(r["rounds_done"]), best,
+                      str((r["prompt_tokens"] or 0) + (r["completion_tokens"] or 0)), f"{r['wall_seconds'] or 0:.0f}", r["run_id"])
     console.print(table)
     for r in rows:
-        if r["status"] == "interrupted":
+        if r.get("damaged"):
+            console.print(f"{r['run_id']} is damaged: {r['damaged']}", highlight=False, soft_wrap=True, markup=False)
+        elif r["status"] == RunStatus.INTERRUPTED:
             console.print(f"{r['run_id']} was interrupted: `t2r resume {r['run_id']} --runs-dir {runs_dir}` finishes it",
                           highlight=False, soft_wrap=True, markup=False)
 
@@ -52,41 +59,33 @@ def runs_list(ctx: typer.Context, runs_dir: RunsDirOption = DEFAULT_RUNS_DIR, as
 @friendly
 def runs_show(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="the run: its id, a unique prefix, or latest")], runs_dir: RunsDirOption = DEFAULT_RUNS_DIR) -> None:
     """Summarise one run: best success per round, token cost, wall time, the final comparison."""
-    from text2reward.runs.ranking import best_candidate
-    from text2reward.runs.records import final_failures
-    from text2reward.runs.store import RunStore
-
     store = RunStore.open(runs_dir, run_id)
-    config, state = store.config(), store.state()
+    header, state = store.header(), store.state()
     candidates = store.candidates()
-    author = "heuristic (rule-based, no language model)" if config.backend == "heuristic" else f"{config.backend} {config.model or ''}"
     status = store.status()
-    console.print(f"[bold]{store.run_id}[/bold] {config.task_id} by {author}: {status.replace('_', ' ')}, "
-                  f"{state.get('wall_seconds', 0):.0f} s", highlight=False, soft_wrap=True)
-    if status == "interrupted":
+    console.print(f"[bold]{store.run_id}[/bold] {header.task_id} by {header.author}: {status.words}, "
+                  f"{state.wall_seconds:.0f} s", highlight=False, soft_wrap=True)
+    if status == RunStatus.INTERRUPTED:
         console.print(f"its process stopped before the run ended; finish it with `t2r resume {store.run_id} --runs-dir {runs_dir}`",
                       highlight=False, soft_wrap=True, markup=False)
     table = Table("round", "candidates", "best", "best success")
-    rounds = sorted({c["round"] for c in candidates})
-    for r in rounds:
-        in_round = [c for c in candidates if c["round"] == r]
+    for r in sorted({c.round for c in candidates}):
+        in_round = [c for c in candidates if c.round == r]
         best = best_candidate(in_round)
-        table.add_row(str(r), ", ".join(f"{c['id']}:{c['status']}" for c in in_round), best["id"] if best else "-",
-                      f"{best['training']['success_rate']:.2f}" if best else "-")
+        table.add_row(str(r), ", ".join(f"{c.id}:{c.status.value}" for c in in_round), best.id if best else "-",
+                      f"{best.success:.2f}" if best else "-")
     console.print(table)
-    tokens = sum(c["tokens"]["prompt"] + c["tokens"]["completion"] for c in candidates)
-    console.print(f"tokens: {tokens}")
-    final = store.final_summary() or {}
-    for kind in ("best", "expert"):
-        entry = final.get(kind)
-        if not isinstance(entry, dict):
-            continue
-        if entry["mean"] is not None:
-            console.print(f"final {kind}: success {entry['mean']:.2f} +/- {entry['std']:.2f} over seeds "
-                          f"{entry.get('seeds') or final['seeds']}", highlight=False, soft_wrap=True)
-        for failed in final_failures(entry):
-            console.print(f"final {kind} seed {failed['seed']} failed: {failed['reason']}", highlight=False, soft_wrap=True, markup=False)
-    if any(isinstance(final.get(kind), dict) and final_failures(final[kind]) for kind in ("best", "expert")):
+    console.print(f"tokens: {sum(c.tokens.total for c in candidates)}")
+    final = store.final_summary()
+    arms = final.arms() if final is not None else []
+    for kind, arm in arms:
+        if arm.mean is not None:
+            seeds = arm.seeds or (final.seeds if final is not None else [])  # older summaries named the run's seeds only
+            console.print(f"final {kind}: success {arm.mean:.2f} +/- {arm.std or 0:.2f} over seeds {seeds}",
+                          highlight=False, soft_wrap=True)
+        for failed in arm.failed_seeds:
+            console.print(f"final {kind} seed {failed.seed} failed: {failed.reason}", highlight=False, soft_wrap=True, markup=False)
+    if any(arm.failed_seeds for _, arm in arms):
         console.print(f"`t2r resume {store.run_id} --runs-dir {runs_dir}` re-trains the failed seeds", highlight=False, soft_wrap=True,
                       markup=False)
     console.print(f"directory: {store.root}")
@@ -103,9 +102,6 @@ def feedback(
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
 ) -> None:
     """Critique a candidate or pick best/worst; `t2r resume RUN_ID` then runs the round it produces."""
-    from text2reward.runs.human_feedback import submit_feedback
-    from text2reward.runs.store import RunStore
-
     store = RunStore.open(runs_dir, run_id)
     event = submit_feedback(store, candidate=candidate, text=text, best=best, worst=worst)
     console.print(f"stored feedback #{event['id']} for round {event['for_round']} in {store.root / 'events.json'}; "
@@ -135,9 +131,6 @@ def report(
     html: Annotated[bool, typer.Option("--html", help="also write a self-contained report.html")] = False,
 ) -> None:
     """(Re)write a run's report.md; with --html also a self-contained report.html (plots, code, small videos inside)."""
-    from text2reward.runs.report import write_report
-    from text2reward.runs.store import RunStore
-
     store = RunStore.open(runs_dir, run_id)
     console.print(f"wrote {write_report(store)}")
     if html:

@@ -8,14 +8,22 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from policies.reward_modes import mode_help
 from text2reward.cli.help_format import PlainHelpGroup
 from text2reward.errors import ConfigError, Text2RewardError
+from text2reward.runs.run_events import RunEvent
+from text2reward.runs.statuses import RunStatus
+from text2reward.runs.store import RunStore
+from text2reward.settings import parse_hyperparams
+
+if TYPE_CHECKING:
+    from text2reward.api import SearchResult
 
 app = typer.Typer(cls=PlainHelpGroup, no_args_is_help=True, add_completion=False, help="Language-model-written dense rewards for MuJoCo robot tasks.")
 console = Console()
@@ -50,25 +58,22 @@ RunsDirOption = Annotated[Path, typer.Option("--runs-dir", help="where runs live
 DEFAULT_RUNS_DIR = Path("runs")
 
 HyperparamOption = Annotated[Optional[list[str]], typer.Option("--hp", help="hyper-parameter override KEY=VALUE (YAML value), repeatable")]
-RewardModeOption = Annotated[str, typer.Option(
-    "--reward-mode", help="dense (the program is the reward), potential (compute_potential shapes the sparse success reward) "
-    "or progress (compute_progress, with a count bonus)")]
-ExecutorOption = Annotated[str, typer.Option("--executor", help="where candidates train: local (worker processes here) or ray (a Ray cluster; pip install -e '.\\[ray]')")]
-RayAddressOption = Annotated[Optional[str], typer.Option("--ray-address", envvar="RAY_ADDRESS", metavar="ADDR",
-                                                         help="with --executor ray: the cluster to join (host:port of its head); "
-                                                              "unset: a local Ray on 127.0.0.1 for the run")]
+RewardModeOption = Annotated[str, typer.Option("--reward-mode", help=mode_help())]
 
 
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:
-    import yaml
+    """`--hp KEY=VALUE` options as a mapping (the run settings' own parser: one way to read them everywhere)."""
+    return parse_hyperparams(items)
 
-    overrides: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--hp {item!r} is not KEY=VALUE; e.g. --hp batch_size=64")
-        overrides[key.strip()] = yaml.safe_load(value)
-    return overrides
+
+def read_source_file(path: Path, what: str, expected: str) -> str:
+    """A text file a person names (a reward, a task file...); a missing or binary one is one line naming it and the fix."""
+    if not path.is_file():
+        raise ConfigError(f"{what} {path} does not exist; pass {expected}")
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        raise ConfigError(f"{what} {path} is not text (it holds bytes no editor wrote as UTF-8); pass {expected}") from None
 
 
 def say(message: str) -> None:
@@ -82,23 +87,28 @@ def progress_bars() -> Any:
     return TrainingBars(console)
 
 
-def print_run_outcome(store: Any) -> None:
+def print_event(event: RunEvent) -> None:
+    """The CLI's listener: each event's line, as the run says it (events with no text, e.g. evaluations, are the bars')."""
+    if event.text:
+        say(event.text)
+
+
+def print_run_outcome(result: SearchResult) -> None:
     """The run's outcome; exit code 1 when nothing trained, so scripts never mistake it for success."""
+    store = RunStore(result.run_dir)
     state = store.state()
-    status = state.get("status")
-    if status == "waiting_for_replies":
-        prompt = store.root / str(state.get("pending_prompt"))
-        console.print(f"run {store.run_id}: waiting for {state.get('replies_needed', 1)} reply(ies) to the prompt in {prompt}",
+    if state.status == RunStatus.WAITING_FOR_REPLIES:
+        prompt = store.root / str(state.pending_prompt)
+        console.print(f"run {store.run_id}: waiting for {state.replies_needed or 1} reply(ies) to the prompt in {prompt}",
                       highlight=False, soft_wrap=True)
         console.print(f"paste it into a chat window (or `t2r prompt --run {store.run_id} --runs-dir {store.runs_dir}`), save "
                       f"each reply to a file, then `t2r resume {store.run_id} --runs-dir {store.runs_dir} --reply-file REPLY.md`",
                       highlight=False, soft_wrap=True)
         return
-    if status == "no_result":
-        err_console.print(f"[red]error:[/red] run {store.run_id} ended with no result: {escape(str(state.get('reason')))}",
+    if state.status == RunStatus.NO_RESULT:
+        err_console.print(f"[red]error:[/red] run {store.run_id} ended with no result: {escape(str(state.reason))}",
                           highlight=False, soft_wrap=True)
         console.print(f"outputs in {store.root}", highlight=False)
         raise typer.Exit(1)
-    console.print(f"run {store.run_id}: {status} - best success {state.get('best_success')}", highlight=False, soft_wrap=True)
-    console.print(f"outputs in {store.root} (report: {store.root / state.get('report', 'report.md')})", highlight=False, soft_wrap=True)
-
+    console.print(f"run {store.run_id}: {state.status.value} - best success {state.best_success}", highlight=False, soft_wrap=True)
+    console.print(f"outputs in {store.root} (report: {store.root / (state.report or 'report.md')})", highlight=False, soft_wrap=True)

@@ -30,9 +30,11 @@ from text2reward.dashboard.files import inside, run_root
 from text2reward.dashboard.guard import LOOPBACK_HOSTS, Guard
 from text2reward.dashboard.launch import RECORD_FILE, Launcher
 from text2reward.dashboard.render import STATIC, make_templates
-from text2reward.dashboard.runview import backend_label, display_status, load_run, run_created, run_signature
+from text2reward.dashboard.runview import LIVE_STATUSES, display_status, load_run, run_created, run_signature
 from text2reward.errors import ConfigError
 from text2reward.runs.human_feedback import submit_feedback
+from text2reward.runs.records import RecordError
+from text2reward.runs.statuses import RunStatus
 from text2reward.runs.store import RunStore, list_runs
 
 MAX_FORM_BYTES = 64 * 1024
@@ -111,16 +113,19 @@ class Dashboard:
             if root is None:
                 continue
             run = RunStore(root)
-            state = run.state()
-            launching = self.launcher.alive(row["run_id"])
-            status = display_status(run, launching)
+            try:
+                state = run.state()
+                launching = self.launcher.alive(row["run_id"])
+                status = display_status(run, launching)
+            except RecordError as exc:  # one damaged run is marked, never hides the others
+                rows.append({**row, "status": "damaged", "live": False, "author": "-", "damaged": str(exc), "tokens": 0,
+                             "signature": str(exc)[:16]})
+                continue
             rows.append({
-                **row, "status": status, "live": status in ("running", "starting"),
+                **row, "status": status, "live": status in LIVE_STATUSES,
                 "created": run_created(run, state) or row["created"],
-                "rounds_done": state.get("rounds_done", row["rounds_done"]),
-                "best_success": state.get("best_success", row["best_success"]),
-                "wall_seconds": state.get("wall_seconds", row["wall_seconds"]),
-                "backend_label": backend_label(row["backend"], row["model"]),
+                "rounds_done": state.rounds_done, "best_success": state.best_success, "wall_seconds": state.wall_seconds,
+                "author": row["author"] or row["backend"] or "-",
                 "tokens": (row["prompt_tokens"] or 0) + (row["completion_tokens"] or 0),
                 "signature": run_signature(root, launching),
             })
@@ -154,8 +159,8 @@ class Dashboard:
         _, alive = self.launch_record(store)
         status = display_status(store, alive)
         return JSONResponse({
-            "run_id": store.run_id, "status": status, "live": status in ("running", "starting"),
-            "rounds_done": state.get("rounds_done", 0), "best_success": state.get("best_success"),
+            "run_id": store.run_id, "status": status, "live": status in LIVE_STATUSES,
+            "rounds_done": state.rounds_done, "best_success": state.best_success,
             "signature": run_signature(store.root, alive),
         })
 
@@ -231,8 +236,8 @@ class Dashboard:
         refused = self.guard.problem(request, fields.get("csrf_token"))
         if refused:
             return self.page_error(store, 403, refused, None)
-        if store.status() != "interrupted":
-            return self.page_error(store, 409, f"run {store.run_id} is {store.status().replace('_', ' ')}, not interrupted: "
+        if store.status() != RunStatus.INTERRUPTED:
+            return self.page_error(store, 409, f"run {store.run_id} is {store.status().words}, not interrupted: "
                                    "there is nothing to resume", None)
         try:
             self.launcher.start(store)

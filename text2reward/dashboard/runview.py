@@ -12,7 +12,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +23,7 @@ from markupsafe import Markup
 from text2reward.dashboard import code as codeview
 from text2reward.dashboard.files import inside, read_text
 from text2reward.dashboard.plots import Series, line_chart
+from text2reward.runs import layout
 from text2reward.runs.keypoint_record import (
     KEYPOINT_IMAGE,
     KEYPOINT_REWARD,
@@ -34,36 +35,23 @@ from text2reward.runs.keypoint_record import (
     parse_keypoints,
 )
 from text2reward.runs.ranking import best_candidate
-from text2reward.runs.records import TRAINED_STATUSES, Candidate, final_failures
-from text2reward.runs.store import RunConfig, RunStore
+from text2reward.runs.records import Candidate, PromptContext, RoundPrompt, RunHeader, RunState
+from text2reward.runs.statuses import CandidateStatus, RunStatus
+from text2reward.runs.store import RunStore
 
-HEURISTIC_LABEL = "heuristic (rule-based, no language model)"
 LIVE_STATUSES = {"running", "starting"}
+"""As a page shows a status: a run's process working on it, or a resume just launched for it."""
 UrlFor = Callable[[str], "str | None"]
 IMAGE_DATA_URL = re.compile(r"^data:image/(png|jpeg|webp);base64,[A-Za-z0-9+/=]+$")
-
-
-def backend_label(backend: str, model: str | None) -> str:
-    if backend == "heuristic":
-        return HEURISTIC_LABEL
-    if backend == "file":
-        return "file (pasted replies)"
-    return backend
-
-
-def model_label(config: RunConfig) -> str:
-    if config.backend == "heuristic":
-        return "rule-based"
-    return config.model or ("pasted replies" if config.backend == "file" else "-")
 
 
 def display_status(store: RunStore, launching: bool) -> str:
     """The run's status as a person should read it: a launched resume counts as live at once, and a run whose
     process died is `interrupted`, never "live" (`RunStore.status` asks the run's lock)."""
     status = store.status()
-    if (launching and status != "running") or status == "created":
+    if (launching and status != RunStatus.RUNNING) or status == RunStatus.CREATED:
         return "starting"
-    return status.replace("_", " ")
+    return status.words
 
 
 def format_time(stamp: float | None) -> str:
@@ -78,14 +66,13 @@ def iso_time(stamp: float | None) -> str:
     return datetime.fromtimestamp(stamp).astimezone().isoformat(timespec="seconds") if stamp else ""
 
 
-def run_created(store: RunStore, state: Mapping[str, Any] | None = None) -> float | None:
+def run_created(store: RunStore, state: RunState | None = None) -> float | None:
     """When the run was started: state.json's `created` (set by the first loop start and kept by every resume),
     else the stamp in the run id (`RunStore.create` names the folder when it makes it). Never a file's mtime:
     config.json is rewritten by feedback, which would move the start."""
     state = store.state() if state is None else state
-    created = state.get("created")
-    if isinstance(created, (int, float)) and created > 0:
-        return float(created)
+    if state.created is not None and state.created > 0:
+        return float(state.created)
     match = re.match(r"(\d{8}-\d{6})-", store.run_id)
     if match:
         try:
@@ -159,30 +146,17 @@ class CandidateView:
     """A tuned candidate (`t2r tune`): the candidate whose constants were tuned."""
     tuning: dict[str, Any] = field(default_factory=dict)
     """A tuned candidate's study summary: trials, the winner, `constants_diff` ({name, parent, tuned, ratio} each)."""
-    backend: str = ""
+    author: str = ""
+    """Who wrote the code, as the card's first words say it (records.author_label: a rule-based one says so)."""
     vision: VisionView | None = None
 
     @property
     def trained(self) -> bool:
-        return self.status in TRAINED_STATUSES
-
-    @property
-    def keypoint_program(self) -> bool:
-        """Written by text2reward from the run's keypoints: no language model's code."""
-        return self.backend == "keypoints"
-
-    @property
-    def author(self) -> str:
-        """Who wrote the code, as the card's first words say it."""
-        if self.rule_based:
-            return "rule-based (no language model)"
-        if self.keypoint_program:
-            return f"{self.model} (written by text2reward, no language model)"
-        return self.model
+        return CandidateStatus(self.status).has_training
 
     @property
     def reply_label(self) -> str:
-        return "Rule-based" if self.rule_based else ("Keypoint program" if self.keypoint_program else "Model")
+        return "Rule-based" if self.rule_based else "Model"
 
     @property
     def success(self) -> float | None:
@@ -226,7 +200,7 @@ class RoundView:
     index: int
     candidates: list[CandidateView]
     messages: list[Message]
-    context: dict[str, Any]
+    context: PromptContext
     event: EventView | None
     best_id: str | None
     state: str  # "done", "waiting", "in progress" (live run), else what stopped it ("interrupted", "failed", ...)
@@ -237,26 +211,25 @@ class RoundView:
 
     @property
     def critique(self) -> str:
-        return str(self.context.get("critique") or "")
+        return self.context.critique or ""
 
     @property
     def vision_source(self) -> tuple[str, int, str] | None:
         """(candidate, keyframes, model) when this round's feedback included a vision model's reading of keyframes."""
-        analysis = self.context.get("vision_analysis")
-        if not isinstance(analysis, dict):
+        analysis = self.context.vision_analysis
+        if analysis is None:
             return None
-        images = analysis.get("images")
-        return str(analysis.get("candidate") or "?"), len(images) if isinstance(images, list) else 0, str(analysis.get("model") or "?")
+        return analysis.candidate or "?", len(analysis.images), analysis.model or "?"
 
     @property
     def keypoint_round(self) -> bool:
-        """Every candidate of the round is a keypoint program: its prompt was written but no model answered it."""
-        return bool(self.candidates) and all(c.keypoint_program for c in self.candidates)
+        """The round's candidate was written from the run's keypoints: its prompt was written but no model answered it."""
+        return self.context.written_from_keypoints
 
     @property
     def showed_keypoints(self) -> bool:
-        """Round 0 of code+keypoints: the prompt showed the model the keypoints."""
-        return bool(self.context.get("keypoints"))
+        """The prompt showed the model the keypoints (round 0 of a source that adds them)."""
+        return bool(self.context.keypoints)
 
 
 @dataclass
@@ -310,10 +283,11 @@ class KeypointsView:
 @dataclass
 class RunView:
     run_id: str
-    config: RunConfig
-    state: Mapping[str, Any]
+    config: RunHeader
+    state: RunState
     status: str
     backend: str
+    """Who writes the run's rewards (the backend's label, as the run recorded it)."""
     model: str
     rounds: list[RoundView]
     events: list[EventView]
@@ -332,9 +306,18 @@ class RunView:
     def reward_source(self) -> str:
         """Where the rewards come from; with keypoints, also who placed them (the model's name once it answered)."""
         source = self.config.reward_source
-        if source == "code":
-            return "code"
-        return f"{source} · points from {self.keypoints.record.source if self.keypoints else self.config.keypoints}"
+        if self.keypoints is None:
+            return source
+        return f"{source} · points from {self.keypoints.record.source}"
+
+    @property
+    def keypoints_note(self) -> str:
+        """What the run did with its keypoints, from its rounds."""
+        if any(r.keypoint_round for r in self.rounds):
+            return "Round 0's reward was written by text2reward from these points, not by a language model."
+        if any(r.showed_keypoints for r in self.rounds):
+            return "Round 0's prompt showed the model these points, and the keypoint reward was added to its programs."
+        return "The points found for this run."
 
     @property
     def live(self) -> bool:
@@ -351,7 +334,7 @@ class RunView:
             return "Closed while the next round starts: feedback opens again when the run has finished."
         if self.live:
             return "Closed while the run is in progress: feedback opens when it has finished."
-        if self.state.get("status") == "feedback_pending":
+        if self.state.status == RunStatus.FEEDBACK_PENDING:
             waiting = [e for e in self.events if not e.produced]
             which = f"#{waiting[-1].id} " if waiting else ""
             return (f"Closed: feedback {which}is already waiting for the next round; run it first "
@@ -364,7 +347,7 @@ class RunView:
 
     def critique_closed(self, candidate: CandidateView) -> str:
         """Why a candidate's critique form is closed ("" when it is open)."""
-        if candidate.status == "pending_training":
+        if candidate.status == CandidateStatus.PENDING_TRAINING:
             if self.live:
                 return f"{candidate.id} is still training: it can be critiqued once it has trained and the run has finished."
             return f"{candidate.id} never finished training (the run stopped first), so it has no behaviour to critique."
@@ -375,7 +358,7 @@ class RunView:
 
     @property
     def wall_time(self) -> str:
-        return format_duration(self.state.get("wall_seconds"))
+        return format_duration(self.state.wall_seconds)
 
     @property
     def created(self) -> str:
@@ -388,8 +371,7 @@ class RunView:
 
 # --- signature: has anything a page shows changed? -------------------------------------------------------------
 
-SIGNATURE_GLOBS = ("state.json", "events.json", "config.json", "final/summary.json", "dashboard-resume.json", KEYPOINTS_FILE,
-                   "rounds/r*/prompt.json", "rounds/r*/summary.json", "rounds/r*/s*/candidate.json", "tune/*/candidate.json")
+SIGNATURE_GLOBS = (*layout.RECORD_FILES, "dashboard-resume.json", KEYPOINTS_FILE)
 
 
 def run_signature(root: Path, launching: bool = False) -> str:
@@ -416,16 +398,16 @@ def _checks(validation: dict[str, Any] | None) -> tuple[list[Check], list[str]]:
     return checks, [str(e) for e in validation.get("errors") or []]
 
 
-def _success_chart(record: Mapping[str, Any]) -> Markup | None:
-    curve = (record.get("training") or {}).get("curve") or []
+def _success_chart(record: Candidate) -> Markup | None:
+    curve = record.training.curve if record.training is not None else []
     if not curve:
         return None
     series = [Series("success rate", [(p["steps"], p["success_rate"]) for p in curve], color="#2563eb")]
     return line_chart(series, title="success rate (evaluation)", y_label="success", y_range=(-0.02, 1.02), width=420, height=170)
 
 
-def _components_chart(record: Mapping[str, Any]) -> Markup | None:
-    history = (record.get("training_result") or {}).get("components") or []
+def _components_chart(record: Candidate) -> Markup | None:
+    history = (record.training_result or {}).get("components") or []
     names = sorted({name for entry in history for name in entry.get("components", {})})
     if not names:
         return None
@@ -439,56 +421,52 @@ def _components_chart(record: Mapping[str, Any]) -> Markup | None:
     return line_chart(series, title="reward components (mean; band: min to max)", y_label="value", width=420, height=170)
 
 
-def _code_of(record: Mapping[str, Any]) -> str | None:
-    if record.get("code_file"):
-        return record["code_file"]
-    attempts = [a for a in record.get("attempts") or [] if a.get("code_file")]
-    return attempts[-1]["code_file"] if attempts else None
+def _code_of(record: Candidate) -> str | None:
+    if record.code_file:
+        return record.code_file
+    attempts = [a for a in record.attempts if a.get("code_file")]
+    return str(attempts[-1]["code_file"]) if attempts else None
 
 
-def _tokens(record: Mapping[str, Any]) -> int:
-    """Prompt plus completion tokens of a candidate (0 where its record has none)."""
-    tokens = record.get("tokens") or {}
-    return int(tokens.get("prompt", 0)) + int(tokens.get("completion", 0))
-
-
-def _vision(root: Path, record: Mapping[str, Any], url_for: UrlFor) -> VisionView | None:
+def _vision(root: Path, record: Candidate, url_for: UrlFor) -> VisionView | None:
     """A candidate's vision analysis (None without one, or when its answer file is missing or outside the run)."""
-    analysis = record.get("vision_analysis")
-    if not isinstance(analysis, dict) or not isinstance(analysis.get("file"), str):
+    analysis = record.vision_analysis
+    if analysis is None:
         return None
-    text = (read_text(root, analysis["file"]) or "").strip()
+    text = (read_text(root, analysis.file) or "").strip()
     if not text:
         return None
-    paths = [p for p in analysis.get("images") or [] if isinstance(p, str) and inside(root, p)]
-    images = [url for url in map(url_for, paths) if url]
-    return VisionView(str(analysis.get("model") or "?"), text, images)
+    images = [url for url in map(url_for, [p for p in analysis.images if inside(root, p)]) if url]
+    return VisionView(analysis.model or "?", text, images)
 
 
-def _candidate(root: Path, record: Mapping[str, Any], url_for: UrlFor) -> CandidateView:
-    validation = record.get("validation") or next(
-        (a["validation"] for a in reversed(record.get("attempts") or []) if a.get("validation")), None)
+def _stopped_reason(record: Candidate) -> str:
+    """A candidate stopped by the run's early stopping: at which step and why (shown where a reason goes)."""
+    stop = record.stopped_early
+    return f"stopped early at {stop.steps} steps: {stop.reason}" if stop is not None else ""
+
+
+def _candidate(root: Path, record: Candidate, url_for: UrlFor) -> CandidateView:
+    validation = record.validation or next((a["validation"] for a in reversed(record.attempts) if a.get("validation")), None)
     checks, errors = _checks(validation)
     code = read_text(root, _code_of(record)) or ""
-    directory = f"rounds/r{record['round']}/s{record['sample']}"
     replies = []
-    tuned = bool(record.get("parent"))  # a tuned candidate has no replies of its own (its folder is its parent's)
-    for path in [] if tuned else sorted(root.glob(f"{directory}/reply_*.md"), key=lambda p: p.stem):
-        text = read_text(root, f"{directory}/{path.name}")
+    directory = RunStore(root).paths.candidate_dir(record.round, record.sample)
+    for path in [] if record.parent else sorted(directory.glob("reply_*.md"), key=lambda p: p.stem):  # a tuned one has no replies
+        text = read_text(root, str(path.relative_to(root)))
         if text is not None:
             replies.append((path.name, text))
-    video_url = url_for(record["video_file"]) if record.get("video_file") and inside(root, record["video_file"]) else None
+    video_url = url_for(record.video_file) if record.video_file and inside(root, record.video_file) else None
     return CandidateView(
-        id=record["id"], round=record["round"], sample=record["sample"], status=record.get("status", "generating"),
-        model=record.get("model") or "-", rule_based=bool(record.get("rule_based")),
-        tokens=_tokens(record), reason=str(record.get("reason") or "") or _stopped_reason(record),
+        id=record.id, round=record.round, sample=record.sample, status=record.status.value, model=record.model or "-",
+        rule_based=record.rule_based, tokens=record.tokens.total, reason=record.reason or _stopped_reason(record),
         code=code, code_html=codeview.highlight_python(code) if code else None,
-        replies=replies, checks=checks, validation_errors=errors, screening=record.get("screening"),
-        training=record.get("training") or {}, success_chart=_success_chart(record),
-        components_chart=_components_chart(record), behaviour_text=str(record.get("behaviour_text") or ""),
-        feedback_text=read_text(root, record.get("feedback_file")) or "",
-        video_url=video_url, parent=record.get("parent") or None, tuning=dict(record.get("tuned") or {}),
-        backend=str(record.get("backend") or ""), vision=_vision(root, record, url_for),
+        replies=replies, checks=checks, validation_errors=errors, screening=record.screening,
+        training=record.training.to_dict() if record.training is not None else {}, success_chart=_success_chart(record),
+        components_chart=_components_chart(record), behaviour_text=record.behaviour_text,
+        feedback_text=read_text(root, record.feedback_file) or "",
+        video_url=video_url, parent=record.parent, tuning=record.tuned.to_dict() if record.tuned is not None else {},
+        author=record.author, vision=_vision(root, record, url_for),
     )
 
 
@@ -511,9 +489,9 @@ def _keypoints(root: Path, url_for: UrlFor) -> KeypointsView | None:
     )
 
 
-def _messages(prompt: dict[str, Any] | None) -> list[Message]:
+def _messages(prompt: RoundPrompt | None) -> list[Message]:
     messages = []
-    for message in (prompt or {}).get("messages") or []:
+    for message in prompt.messages if prompt is not None else []:
         content = message.get("content")
         if isinstance(content, str):
             messages.append(Message(str(message.get("role", "?")), content))
@@ -548,116 +526,109 @@ def _events(store: RunStore, rounds_present: set[int]) -> list[EventView]:
     return views
 
 
-def _final_best_id(summary: Mapping[str, Any]) -> str:
-    """The candidate the final comparison re-trained."""
-    return str(summary.get("best_candidate") or "?")
-
-
 def _final(store: RunStore) -> FinalView | None:
     summary = store.final_summary()
-    if not summary:
+    if summary is None:
         return None
-    if not summary.get("best_candidate"):
-        return FinalView(seeds=[], rows=[], chart=None, reason=str(summary.get("reason") or ""))
-    best_id = _final_best_id(summary)
+    if summary.best_candidate is None:
+        return FinalView(seeds=[], rows=[], chart=None, reason=summary.reason or "")
+    best_id = summary.best_candidate
     rows, series = [], []
-    seeds = list(summary.get("seeds") or [])
-    for kind, label, color, dashed in (("best", f"best reward ({best_id})", "#2563eb", False),
-                                       ("expert", "expert reward (the task's own)", "#6b7280", True)):
-        entry = summary.get(kind)
-        if not isinstance(entry, dict):
-            continue
-        rows.append(FinalRow(label, list(entry.get("success_rates") or []), entry.get("mean"), entry.get("std"),
-                             [f"seed {f['seed']} ({f.get('attempts', 1)} attempt(s)): {f['reason']}" for f in final_failures(entry)]))
-        trained_seeds = list(entry.get("seeds") or seeds)  # newer summaries name the seeds that trained
-        for index, curve in enumerate(entry.get("curves") or []):
+    labels = {"best": (f"best reward ({best_id})", "#2563eb", False), "expert": ("expert reward (the task's own)", "#6b7280", True)}
+    for kind, arm in summary.arms():
+        label, color, dashed = labels[kind]
+        rows.append(FinalRow(label, arm.success_rates, arm.mean, arm.std,
+                             [f"seed {f.seed} ({f.attempts} attempt(s)): {f.reason}" for f in arm.failed_seeds]))
+        trained_seeds = arm.seeds or summary.seeds  # newer summaries name the seeds that trained
+        for index, curve in enumerate(arm.curves):
             seed = trained_seeds[index] if index < len(trained_seeds) else index
             series.append(Series(f"{kind} seed {seed}", [(p["steps"], p["success_rate"]) for p in curve], color=color, dashed=dashed))
     chart = line_chart(series, title="final: success over seeds, best reward vs expert", y_label="success", width=620,
                        y_range=(-0.02, 1.02)) if series else None
-    return FinalView(seeds=seeds, rows=rows, chart=chart, best=best_id)
+    return FinalView(seeds=summary.seeds, rows=rows, chart=chart, best=best_id)
 
 
-def _overview(records: Sequence[Mapping[str, Any]]) -> Markup | None:
-    series = [Series(r["id"], [(p["steps"], p["success_rate"]) for p in r["training"]["curve"]])
-              for r in records if r.get("status") in TRAINED_STATUSES and (r.get("training") or {}).get("curve")]
+def _overview(records: Sequence[Candidate]) -> Markup | None:
+    series = [Series(r.id, [(p["steps"], p["success_rate"]) for p in r.training.curve])
+              for r in records if r.has_training and r.training is not None and r.training.curve]
     if not series:
         return None
     return line_chart(series, title="every trained candidate: success rate during training", y_label="success",
                       y_range=(-0.02, 1.02), width=620)
 
 
+def _diff_against(root: Path, view: CandidateView, base: Candidate | None) -> None:
+    """The candidate's code as a diff against its parent's (a tuned one) or the previous round's best."""
+    if base is None or not view.code:
+        return
+    base_code = read_text(root, base.code_file) or ""
+    label = "its parent" if view.parent else f"best of round {base.round}"
+    diff = codeview.diff_lines(base_code, view.code, f"{base.id} ({label})", view.id)
+    view.diff_base, view.diff_same = base.id, not diff
+    view.diff_html = codeview.highlight_diff(diff) if diff else None
+    view.diff_note = "its parent: the constants before tuning" if view.parent else view.diff_note
+
+
+def _round_prompt(store: RunStore, index: int) -> RoundPrompt | None:
+    path = store.paths.round_prompt(index)
+    data = store.read_json(path)
+    return RoundPrompt.from_dict(data, str(path)) if data is not None else None
+
+
 def load_run(store: RunStore, url_for: UrlFor, launch: dict[str, Any] | None = None, launching: bool = False) -> RunView:
     """Everything a run page shows, read once from the run directory."""
     root = store.root
-    config, state = store.config(), store.state()
+    header, state = store.header(), store.state()
     status = display_status(store, launching)
     records = store.candidates()
     overall = best_candidate(records)
-    round_indices = sorted({r["round"] for r in records} | {
-        int(p.parent.name[1:]) for p in root.glob("rounds/r*/prompt.json") if p.parent.name[1:].isdigit()})
+    round_indices = sorted({r.round for r in records} | set(store.paths.rounds_with_prompts()))
     events = _events(store, set(round_indices))
     waiting = sorted({e.for_round for e in events if e.for_round is not None and e.for_round not in round_indices})
     rounds: list[RoundView] = []
     previous_best: Candidate | None = None
     for index in round_indices + waiting:
-        in_round = [r for r in records if r["round"] == index]
+        in_round = [r for r in records if r.round == index]
         views = [_candidate(root, r, url_for) for r in in_round]
         best = best_candidate(in_round)
         for view in views:
-            view.round_best = best is not None and view.id == best["id"]
-            view.overall_best = overall is not None and view.id == overall["id"]
-            base_record = next((r for r in records if r["id"] == view.parent), None) if view.parent else previous_best
-            if base_record is not None and view.code:
-                base = read_text(root, base_record.get("code_file")) or ""
-                label = "its parent" if view.parent else f"best of round {base_record['round']}"
-                diff = codeview.diff_lines(base, view.code, f"{base_record['id']} ({label})", view.id)
-                view.diff_base, view.diff_same = base_record["id"], not diff
-                view.diff_html = codeview.highlight_diff(diff) if diff else None
-                view.diff_note = "its parent: the constants before tuning" if view.parent else view.diff_note
-        prompt = store.read_json(f"rounds/r{index}/prompt.json")
-        context = (prompt or {}).get("context") or {}
+            view.round_best = best is not None and view.id == best.id
+            view.overall_best = overall is not None and view.id == overall.id
+            _diff_against(root, view, next((r for r in records if r.id == view.parent), None) if view.parent else previous_best)
+        prompt = _round_prompt(store, index)
+        context = prompt.context if prompt is not None else PromptContext()
         produced_by = [e for e in events if e.for_round == index]
-        produced_by.sort(key=lambda e: e.id == context.get("feedback_event"))  # the one the prompt used, last
+        produced_by.sort(key=lambda e: e.id == context.feedback_event)  # the one the prompt used, last
         summary = store.round_summary(index)
         round_state = "done" if summary else ("waiting" if index in waiting else _unfinished_round_state(status))
         rounds.append(RoundView(index, views, _messages(prompt), context,
-                                produced_by[-1] if produced_by else None, best["id"] if best else None, round_state))
+                                produced_by[-1] if produced_by else None, best.id if best else None, round_state))
         previous_best = best or previous_best
-    tokens = sum(_tokens(r) for r in records)
     return RunView(
-        run_id=store.run_id, config=config, state=state, status=status,
-        backend=backend_label(config.backend, config.model), model=model_label(config), rounds=rounds, events=events,
-        final=_final(store), overview_chart=_overview(records), tokens=tokens,
-        best_id=overall["id"] if overall else None, best_success=overall["training"]["success_rate"] if overall else None,
-        launch=launch, signature=run_signature(root, launching), created_at=run_created(store, state),
-        untrained_reason="" if overall else _untrained_reason(state, records), keypoints=_keypoints(root, url_for),
+        run_id=store.run_id, config=header, state=state, status=status, backend=header.author, model=header.model or "-",
+        rounds=rounds, events=events, final=_final(store), overview_chart=_overview(records),
+        tokens=sum(r.tokens.total for r in records), best_id=overall.id if overall else None,
+        best_success=overall.success if overall else None, launch=launch, signature=run_signature(root, launching),
+        created_at=run_created(store, state), untrained_reason="" if overall else _untrained_reason(state, records),
+        keypoints=_keypoints(root, url_for),
     )
+
+
+STOPPING_STATUSES = {s.words for s in (RunStatus.INTERRUPTED, RunStatus.FAILED, RunStatus.WAITING_FOR_REPLIES, RunStatus.INCOMPLETE)}
 
 
 def _unfinished_round_state(status: str) -> str:
     """A round with no summary: in progress only while the run is live; otherwise what stopped it."""
     if status in LIVE_STATUSES:
         return "in progress"
-    return status if status in ("interrupted", "failed", "waiting for replies", "incomplete") else "stopped"
+    return status if status in STOPPING_STATUSES else "stopped"
 
 
-def _stopped_reason(record: Mapping[str, Any]) -> str:
-    """A candidate stopped by the run's early stopping: at which step and why (shown where a reason goes)."""
-    stop = record.get("stopped_early") or {}
-    return f"stopped early at {stop.get('steps')} steps: {stop.get('reason', '')}" if stop else ""
-
-
-def _untrained_reason(state: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> str:
-    """Why no candidate trained, by candidate: the run's own reason where it wrote one (`no_result`)."""
-    reason = " ".join(str(state.get("reason") or "").split())
-    prefix = "no candidate trained:"
-    if reason.lower().startswith(prefix):
-        return reason[len(prefix):].strip()
-    if reason:
-        return reason
-    parts = []
-    for record in records:
-        why = " ".join(str(record.get("reason") or "").split())
-        parts.append(f"{record['id']} {str(record.get('status', '?')).replace('_', ' ')}" + (f" ({why[:120]})" if why else ""))
+def _untrained_reason(state: RunState, records: Sequence[Candidate]) -> str:
+    """Why no candidate trained, by candidate: the run's own structured account where it wrote one (`no_result`)."""
+    if state.untrained:
+        return "; ".join(u.text() for u in state.untrained)
+    if state.reason:  # runs written before the account was structured: their one line, as written
+        return " ".join(state.reason.split())
+    parts = [f"{r.id} {r.status.words}" + (f" ({' '.join(r.reason.split())[:120]})" if r.reason else "") for r in records]
     return "; ".join(parts) or "no candidate was produced"

@@ -22,7 +22,8 @@ from policies.stats import Rate
 from sim_envs.task import Task
 from text2reward.feedback.reflection import evaluation_episodes, reward_reflection
 from text2reward.feedback.trajectory import _label, describe_behaviour, episode_facts, trajectory_analysis
-from text2reward.runs.records import Candidate, episodes_of, has_training
+from text2reward.runs.records import Candidate
+from text2reward.runs.statuses import FailureCause
 
 DIFF_LINES = 40
 """A loser's diff against the winner is cut after this many lines (the prompt stays readable)."""
@@ -212,12 +213,12 @@ class CandidateSummary:
 
 def candidate_summary(candidate: Candidate, code: str | None) -> CandidateSummary:
     """What the contrast shows of a candidate record (its code read by the caller, from the run folder)."""
-    trained = has_training(candidate)
+    training = candidate.training if candidate.has_training else None
     return CandidateSummary(
-        id=candidate["id"], status=candidate["status"], code=code,
-        success=Rate.of(candidate["training"]["success_rate"], episodes_of(candidate["training"])) if trained else None,
-        facts=dict(candidate.get("facts") or {}), reason=str(candidate.get("reason", "")),
-        by_machine=candidate.get("failure_cause") in ("machine", "interrupted"))
+        id=candidate.id, status=candidate.status.value, code=code,
+        success=Rate.of(training.success_rate, training.episodes) if training is not None else None,
+        facts=dict(candidate.facts), reason=candidate.reason or "",
+        by_machine=candidate.failure_cause in (FailureCause.MACHINE, FailureCause.INTERRUPTED))
 
 
 def _code_diff(winner: str, other: str) -> str:

@@ -26,9 +26,10 @@ from text2reward.keypoints.answer import MAX_WAYPOINTS, KeypointAnswer, Keypoint
 from text2reward.keypoints.drawing import draw_keypoints
 from text2reward.keypoints.program import keypoint_program
 from text2reward.keypoints.scene import KeypointSet, Scene, keypoint_setup, lift, observe, oracle_answer
+from text2reward.runs.records import PromptContext
 
 KEYPOINTS_FILE = "keypoints.json"
-SOURCES = ("oracle", "model")
+KEYPOINT_FINDERS = ("oracle", "model")
 RETRIES = 1
 """A reply that is not a usable answer goes back to the model with the reason this many times."""
 SYSTEM = ("You are a robotics perception assistant. You mark keypoints on images of a robot's workspace that say where "
@@ -48,7 +49,7 @@ def find_keypoints(task: Task, folder: Path, source: str = "oracle", backend: Ba
     """The task's keypoints in `folder` (read back when already there): rendered, asked for (or projected by the
     oracle), lifted to the world, drawn, and written up as a reward program. `anchors` ({keypoint: part or None})
     is a person's word on what each point moves with, over the model's (or the oracle's)."""
-    if source not in SOURCES:
+    if source not in KEYPOINT_FINDERS:
         raise ConfigError(f"unknown keypoint source {source!r}: choose oracle or model")
     folder = Path(folder)
     found = read_keypoints(folder)
@@ -109,7 +110,7 @@ def ask_model(backend: Backend, task: Task, scene: Scene, image_path: Path, fold
     replies: list[str] = []
     for attempt in range(RETRIES + 1):
         reply = backend.generate(GenerationRequest(messages=messages, n=1, task_id=task.id, round=0, temperature=0.0,
-                                                   seed=seed, context={"images": [str(image_path)], "keypoints": True}))[0]
+                                                   seed=seed, context=PromptContext(images=[str(image_path)], asks_for_keypoints=True)))[0]
         if reply.text is None:
             raise BackendError(f"the model gave no keypoint reply: {reply.error}")
         replies.append(reply.text)

@@ -7,11 +7,11 @@ which round it produces) and extend the run by one round that the loop prompts f
 from __future__ import annotations
 
 import getpass
-from dataclasses import asdict
 from typing import Any
 
 from sim_envs.errors import ConfigError
-from text2reward.runs.records import Candidate, has_training
+from text2reward.runs.records import Candidate
+from text2reward.runs.statuses import RunStatus
 from text2reward.runs.store import RunStore
 
 MAX_TEXT = 4000
@@ -21,8 +21,8 @@ def _candidate(store: RunStore, candidate_id: str) -> Candidate:
     record = store.candidate(candidate_id)
     if record is None:
         raise ConfigError(f"run {store.run_id} has no candidate {candidate_id!r}; ids look like r0-s1 (see `t2r runs show {store.run_id}`)")
-    if not has_training(record):
-        raise ConfigError(f"candidate {candidate_id} was not trained ({record['status']}); give feedback on a trained candidate")
+    if not record.has_training:
+        raise ConfigError(f"candidate {candidate_id} was not trained ({record.status.value}); give feedback on a trained candidate")
     return record
 
 
@@ -46,7 +46,7 @@ def submit_feedback(
     source: str = "cli",
 ) -> dict[str, Any]:
     """Record the event and add the round it will produce; `t2r resume` (or the dashboard) runs it."""
-    if store.status() in ("running", "created"):
+    if store.status().live:
         raise ConfigError(f"run {store.run_id} is still running; give feedback when it has finished "
                           f"(if its process was killed, `t2r resume {store.run_id} --runs-dir {store.runs_dir}` finishes it first)")
     if best or worst:
@@ -59,15 +59,14 @@ def submit_feedback(
         event = {"type": "critique", "candidate": candidate, "text": _clean_text(text, required=True)}
     else:
         raise ConfigError("say what the feedback is on: a candidate with a critique, or a best and a worst candidate")
-    config = store.config()
-    next_round = max([c["round"] for c in store.candidates()] + [-1]) + 1
+    next_round = max([c.round for c in store.candidates()] + [-1]) + 1
     pending = [e for e in store.events() if e.get("for_round", -1) >= next_round]
     if pending:
         raise ConfigError(f"feedback for round {next_round} is already waiting; run `t2r resume {store.run_id} --runs-dir {store.runs_dir}` first")
     event.update(author=author or getpass.getuser(), source=source, for_round=next_round)
     stored = store.add_event(event)
-    if config.rounds < next_round + 1:
-        config.rounds = next_round + 1
-        store.write_json("config.json", asdict(config))
-    store.set_state(status="feedback_pending")
+    config = store.config_data()
+    if int(config.get("rounds", 1)) < next_round + 1:  # the round this feedback produces is one more round of the run
+        store.write_config({**config, "rounds": next_round + 1})
+    store.set_state(status=RunStatus.FEEDBACK_PENDING)
     return stored

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.stats import Rate
-from text2reward.runs.records import Candidate, episodes_of, has_training
+from text2reward.runs.records import DEFAULT_EVAL_EPISODES, Candidate
 
 TIE_BREAK = ("the higher final success, then the higher success over the whole training curve, then the higher "
              "native return, then the earlier candidate")
@@ -39,15 +39,15 @@ class Standing:
 
 
 def standing(candidate: Candidate) -> Standing:
-    training = candidate.get("training") or {}
-    curve = training.get("curve") or [{"success_rate": 0.0}]
+    training = candidate.training
+    curve = (training.curve if training is not None else None) or [{"success_rate": 0.0}]
     area = sum(float(p["success_rate"]) for p in curve) / len(curve)
     return Standing(
-        id=candidate["id"],
-        success=Rate.of(training.get("success_rate", 0.0), episodes_of(training)),
+        id=candidate.id,
+        success=Rate.of(training.success_rate, training.episodes) if training is not None else Rate.of(0.0, DEFAULT_EVAL_EPISODES),
         area=area,
-        native_return=float(training.get("mean_native_return", float("-inf"))),
-        order=(int(candidate.get("round", 0)), int(candidate.get("sample", 0)), 1 if candidate.get("parent") else 0),
+        native_return=training.mean_native_return if training is not None else float("-inf"),
+        order=(candidate.round, candidate.sample, 1 if candidate.parent else 0),
     )
 
 
@@ -58,7 +58,7 @@ def candidate_score(candidate: Candidate) -> tuple[float, float, float, int, int
 
 def rank(candidates: list[Candidate]) -> list[Standing]:
     """The trained candidates, best first."""
-    return sorted((standing(c) for c in candidates if has_training(c)), key=lambda s: s.key, reverse=True)
+    return sorted((standing(c) for c in candidates if c.has_training), key=lambda s: s.key, reverse=True)
 
 
 def tied_with_best(standings: list[Standing]) -> list[str]:
@@ -73,7 +73,7 @@ def best_candidate(candidates: list[Candidate]) -> Candidate | None:
     ranked = rank(candidates)
     if not ranked:
         return None
-    return next(c for c in candidates if c.get("id") == ranked[0].id and has_training(c))
+    return next(c for c in candidates if c.id == ranked[0].id and c.has_training)
 
 
 def tie_summary(candidates: list[Candidate]) -> dict[str, Any]:

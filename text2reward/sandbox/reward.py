@@ -205,6 +205,10 @@ def reward_from_file(spec: str, trusted: bool = False, mode: str = "dense") -> A
     if trusted:
         return ProgramReward.from_file(path, mode)
     active_isolation()  # fail closed before any env or training exists
-    source = path.read_text()
+    try:
+        source = path.read_text()
+    except UnicodeDecodeError:
+        raise ConfigError(f"reward file {path} is not text (it holds bytes no editor wrote as UTF-8); pass a .py file defining "
+                          f"{MODE_SIGNATURES.get(mode, MODE_SIGNATURES['dense'])[0]}") from None
     check_program(source, f"reward file {path}", mode)
     return SandboxedReward(runnable_source(source, mode), name=path.stem)

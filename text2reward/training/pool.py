@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from policies.io import write_json_atomic
+from text2reward.runs.statuses import FailureCause
 from text2reward.training.early_stop import EarlyStopper
 from text2reward.training.job import DONE_FILE, ERROR_FILE, JOB_FILE, PROGRESS_FILE, TrainJob
 
@@ -32,15 +33,15 @@ class JobOutcome:
     reason: str | None
     interrupted: bool = False
     """True when the worker died without reporting (killed): the job is retried on resume."""
-    cause: str | None = None
-    """Why a failed job failed: "reward" (its own code), "machine", "error" (see job.failure_cause), "interrupted"."""
+    cause: FailureCause | None = None
+    """Why a failed job failed: its own code, the machine, an error (see job.failure_cause), or a worker that died."""
     numbers: str = ""
     """For a reward call the sandbox stopped: the kernel's account of it (CPU, blocked, wall, waiting), for people."""
 
     @property
     def retryable(self) -> bool:
         """Failed for a cause other than the reward's own: another attempt may succeed."""
-        return not self.ok and self.cause != "reward"
+        return not self.ok and self.cause != FailureCause.REWARD
 
 
 def job_progress(out_dir: str | Path) -> dict[str, Any] | None:
@@ -79,9 +80,10 @@ def job_outcome(job: TrainJob, how: str) -> JobOutcome:
     error = out / ERROR_FILE
     if error.is_file():
         record = json.loads(error.read_text())
-        return JobOutcome(job, False, None, record["reason"], cause=record.get("cause") or "error", numbers=str(record.get("numbers") or ""))
+        return JobOutcome(job, False, None, record["reason"], cause=FailureCause.read(record.get("cause") or "error"),
+                          numbers=str(record.get("numbers") or ""))
     return JobOutcome(job, False, None, f"training worker {how} before finishing; `t2r resume` retrains it", interrupted=True,
-                      cause="interrupted")
+                      cause=FailureCause.INTERRUPTED)
 
 
 class JobDisplay(Protocol):

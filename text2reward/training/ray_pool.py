@@ -35,7 +35,7 @@ from typing import Any
 
 from policies.io import current_umask, write_json_atomic, write_text_atomic
 from text2reward.errors import ConfigError
-from text2reward.runs.store import RAY_MISSING
+from text2reward.runs.statuses import FailureCause
 from text2reward.training.early_stop import EarlyStopper
 from text2reward.training.job import DONE_FILE, ERROR_FILE, JOB_FILE, PID_FILE, PROGRESS_FILE, TRAIN_DIR, TrainJob, execute
 from text2reward.training.pool import JobOutcome, job_outcome, job_progress, schedule
@@ -53,6 +53,8 @@ STOP_POLL_S = 10.0
 WORKER_LOG = "worker.log"
 FORWARDED_ENV = ("MUJOCO_GL",)
 """The driver's environment a task takes with it (with every T2R_* variable): rendering and sandbox settings."""
+RAY_MISSING = "--executor ray needs Ray, an optional extra: pip install -e '.[ray]'"
+"""The one line for `--executor ray` where ray is not installed (the checks and the Ray executor both say it)."""
 _SINGLE_MACHINE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 """Ray's switch for a single-machine instance: with it at 0 Ray takes 127.0.0.1 as the node's address and every
 server it starts (GCS, raylet, agents, workers) binds there; otherwise they listen on every interface."""
@@ -366,7 +368,7 @@ class RayLauncher:
             try:
                 files = self.ray.get(ref)
             except self.ray.exceptions.RayError as exc:
-                ended.append((index, JobOutcome(job, False, None, failure_reason(exc, self.max_retries), cause="machine")))
+                ended.append((index, JobOutcome(job, False, None, failure_reason(exc, self.max_retries), cause=FailureCause.MACHINE)))
                 continue
             store_files(Path(job.out_dir), files)
             ended.append((index, job_outcome(job, "ended its Ray task without an outcome file")))

@@ -237,5 +237,5 @@ def constants_diff(parent: dict[str, float | int], tuned: dict[str, float | int]
     for name, value in tuned.items():
         before = parent.get(name)
         ratio = round(float(value) / float(before), 6) if before else None
-        diff.append({"name": name, "parent": before, "tuned": value, "ratio": ratio})
+        diff.append(ConstantChange(name=name, parent=None if before is None else float(before), tuned=float(value), ratio=ratio))
     return diff

@@ -19,7 +19,8 @@ RUNNING was left by a dead process, and is settled as study.py says.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +29,22 @@ from sim_envs import get_task, load_task_file
 from sim_envs.task import Task
 from text2reward.errors import ConfigError, Text2RewardError
 from text2reward.runs.ranking import best_candidate
-from text2reward.runs.records import Candidate, TuningSummary, has_training, training_summary
-from text2reward.runs.store import STOP_FILE, RunConfig, RunStore
+from text2reward.runs.records import TRAINING_RESULT_KEYS, Candidate, EarlyStop, TrainingSummary, TuningSummary
+from text2reward.runs.run_events import Emit, Note, ignore
+from text2reward.runs.statuses import CandidateStatus, StopKind
+from text2reward.runs.store import STOP_FILE, RunStore
+from text2reward.sandbox import active_isolation
+from text2reward.settings import RunConfig
+from text2reward.training.executors import JobRunner
 from text2reward.training.job import TRAIN_DIR, TrainJob
-from text2reward.training.pool import JobDisplay, JobOutcome, job_done, run_jobs
+from text2reward.training.pool import JobDisplay, JobOutcome, job_done
+from text2reward.training.session import JobSession
 from text2reward.tuning.constants import Constant, constants_diff, find_constants, require_tunable, rewrite
 from text2reward.tuning.objective import curve_objective
 from text2reward.tuning.pruning import TrialPruner
 from text2reward.tuning.space import baseline_params, suggest
 from text2reward.tuning.study import STUDY_FILE, counted, open_study, pick_winner, settle_orphans, trial_dir
 
-Progress = Callable[[str], None]
 TUNED_SUFFIX = "-tuned"
 STEPS_ATTR = "steps"
 """The study's user attribute holding each trial's training budget: a resume must train its trials alike."""
@@ -50,7 +56,7 @@ def tuned_id(parent_id: str) -> str:
 
 def default_candidate(store: RunStore) -> Candidate:
     """The run's best candidate that is not itself a tuning result (so rerunning `t2r tune RUN` resumes the same study)."""
-    best = best_candidate([c for c in store.candidates() if not c.get("parent")])
+    best = best_candidate([c for c in store.candidates() if not c.parent])
     if best is None:
         raise ConfigError(f"run {store.run_id} has no trained candidate to tune; finish the run first "
                           f"(`t2r resume {store.run_id} --runs-dir {store.runs_dir}`)")
@@ -62,12 +68,12 @@ def parent_candidate(store: RunStore, candidate_id: str | None) -> Candidate:
     if candidate_id is None:
         return default_candidate(store)
     candidate = store.candidate(candidate_id)
-    trained = [c["id"] for c in store.candidates() if has_training(c)]
+    trained = [c.id for c in store.candidates() if c.has_training]
     if candidate is None:
         raise ConfigError(f"run {store.run_id} has no candidate {candidate_id!r}; its trained candidates are "
                           f"{', '.join(trained) or 'none'}")
-    if not has_training(candidate) or not candidate.get("code_file"):
-        raise ConfigError(f"candidate {candidate_id} did not train ({candidate.get('status')}), so there is nothing to "
+    if not candidate.has_training or not candidate.code_file:
+        raise ConfigError(f"candidate {candidate_id} did not train ({candidate.status.value}), so there is nothing to "
                           f"tune; pick a trained one: {', '.join(trained) or 'none'}")
     return candidate
 
@@ -81,39 +87,29 @@ def eval_episodes(config: RunConfig, task: Task) -> int:
     return load_hyperparams(task.family, config.algo, config.overrides).eval_episodes
 
 
-def local_runner(config: RunConfig) -> Callable[..., list[JobOutcome]]:
-    """The run's executor: worker processes here, or Ray tasks (a Ray session opened per batch)."""
-    if config.executor != "ray":
-        return run_jobs
-
-    def on_ray(jobs: list[TrainJob], workers: int, **options: Any) -> list[JobOutcome]:
-        from text2reward.training.ray_pool import run_jobs_on_ray
-
-        return run_jobs_on_ray(jobs, workers, address=config.ray_address, **options)
-
-    return on_ray
-
-
 class Tuner:
     """One candidate's tuning: the study, its trials in batches, and the winner."""
 
-    def __init__(self, store: RunStore, parent: Candidate, steps: int | None, say: Progress, display: JobDisplay | None,
-                 runner: Callable[..., list[JobOutcome]] | None = None, min_gain: float | None = None):
-        self.store, self.parent, self.say, self.display = store, parent, say, display
-        self.config = store.config()
+    def __init__(self, store: RunStore, parent: Candidate, steps: int | None, emit: Emit, session: JobSession,
+                 min_gain: float | None = None):
+        self.store, self.parent, self.emit, self.session = store, parent, emit, session
+        self.config = RunConfig.from_record(store.config_data())
         if self.config.task_file:
             load_task_file(self.config.task_file)
         self.task = get_task(self.config.task_id)
-        self.source = (store.root / parent["code_file"]).read_text()
-        self.found = require_tunable(self.source, parent["id"])
+        assert parent.code_file is not None  # parent_candidate checked it
+        self.source = store.read_text(parent.code_file)
+        self.found = require_tunable(self.source, parent.id)
         self.space: list[Constant] = self.found.tunable
-        self.dir = store.tune_dir(parent["id"])
+        self.dir = store.tune_dir(parent.id)
         self.episodes = eval_episodes(self.config, self.task)
         self.margin = default_margin(self.episodes) if min_gain is None else float(min_gain)
         """How far a trial must score above the parent's constants to replace them (study.pick_winner)."""
         self.steps = steps
-        self.runner = runner or local_runner(self.config)
         self.study: Any = None
+
+    def say(self, message: str) -> None:
+        self.emit(Note(message))
 
     def score(self, result: Mapping[str, Any]) -> float:
         """A finished trial's objective: its whole curve over the trial budget (tuning/objective.py)."""
@@ -126,18 +122,18 @@ class Tuner:
     # --- the study -------------------------------------------------------------------------------------
     def open(self, trials: int) -> None:
         budget_default = self.config.steps or self.task.default_steps
-        self.study = open_study(self.dir, self.parent["id"], self.config.seed, trials, self.steps or budget_default)
+        self.study = open_study(self.dir, self.parent.id, self.config.seed, trials, self.steps or budget_default)
         recorded = self.study.user_attrs.get(STEPS_ATTR)
         if self.study.get_trials(deepcopy=False) and recorded is not None:
             if self.steps is not None and self.steps != recorded:
-                raise ConfigError(f"the study of {self.parent['id']} trains each trial for {recorded} steps; resume it "
+                raise ConfigError(f"the study of {self.parent.id} trains each trial for {recorded} steps; resume it "
                                   f"with --steps {recorded}, or delete {self.dir} to start over with {self.steps}")
             self.steps = recorded
         else:
             self.steps = self.steps or budget_default
             self.study.set_user_attr(STEPS_ATTR, self.steps)
         for line in settle_orphans(self.study, self.dir, self.score):
-            self.say(f"{self.parent['id']}: {line}")
+            self.say(f"{self.parent.id}: {line}")
         if not self.study.get_trials(deepcopy=False):  # the parent's own constants first, under the same budget
             self.study.enqueue_trial(baseline_params(self.space), user_attrs={"baseline": True})
 
@@ -147,16 +143,16 @@ class Tuner:
         names = ", ".join(c.name for c in self.space)
         skipped = [c for c in self.found.constants if not c.tunable]
         finished = len(counted(self.study, self.dir))
-        self.say(f"tuning {self.parent['id']}: {len(self.space)} constant(s) ({names}), {trials} trial(s) of {self.steps} steps, "
+        self.say(f"tuning {self.parent.id}: {len(self.space)} constant(s) ({names}), {trials} trial(s) of {self.steps} steps, "
                  f"{min(self.config.workers, trials)} at a time; {finished} already finished; study in {self.dir / STUDY_FILE}")
         for constant in skipped:
-            self.say(f"{self.parent['id']}: {constant.name} is not tuned: {constant.skip_reason}")
+            self.say(f"{self.parent.id}: {constant.name} is not tuned: {constant.skip_reason}")
         for warning in self.found.warnings:
-            self.say(f"{self.parent['id']}: {warning}")
+            self.say(f"{self.parent.id}: {warning}")
         attempts = 0
         while (finished := len(counted(self.study, self.dir))) < trials:
             if attempts >= 2 * trials:  # workers keep dying: say so rather than loop for ever
-                self.say(f"{self.parent['id']}: {attempts} trial(s) were interrupted or retried; stopping with {finished} finished")
+                self.say(f"{self.parent.id}: {attempts} trial(s) were interrupted or retried; stopping with {finished} finished")
                 break
             batch = min(self.config.workers, trials - finished)
             self.run_batch(batch)
@@ -186,29 +182,21 @@ class Tuner:
                 result = outcome.record["result"]
                 trial.set_user_attr("success_rate", result["success_rate"])
                 trial.set_user_attr("trained_steps", result["steps"])
-                if (result.get("stopped_early") or {}).get("kind") == "behind":  # the pruner's stop file took effect
+                if (result.get("stopped_early") or {}).get("kind") == StopKind.BEHIND:  # the pruner's stop file took effect
                     self.study.tell(trial, state=TrialState.PRUNED)
-                    self.say(f"{self.parent['id']} {name}: pruned at {result['steps']} steps, success {result['success_rate']:.2f}")
+                    self.say(f"{self.parent.id} {name}: pruned at {result['steps']} steps, success {result['success_rate']:.2f}")
                     return
                 value = self.score(result)
                 self.study.tell(trial, value)
-                self.say(f"{self.parent['id']} {name}: success {result['success_rate']:.2f} (objective {value:.4f})")
+                self.say(f"{self.parent.id} {name}: success {result['success_rate']:.2f} (objective {value:.4f})")
                 return
             trial.set_user_attr("reason", str(outcome.reason)[:500])
             self.study.tell(trial, state=TrialState.FAIL)
             if outcome.interrupted:  # the worker died, not the constants: try them again
                 self.study.enqueue_trial(dict(trial.params), user_attrs={"retry_of": trial.number})
-            self.say(f"{self.parent['id']} {name}: {'interrupted' if outcome.interrupted else 'failed'} ({outcome.reason})")
+            self.say(f"{self.parent.id} {name}: {'interrupted' if outcome.interrupted else 'failed'} ({outcome.reason})")
 
-        labelled = list(zip(names, jobs))
-        if self.display is not None:
-            self.display.start(labelled)
-        try:
-            self.runner(jobs, self.config.workers, on_done=on_done, on_poll=self.display.poll if self.display else None,
-                        early_stopper=pruner, names=names)
-        finally:
-            if self.display is not None:
-                self.display.stop()
+        self.session.run(list(zip(names, jobs)), on_done, early_stopper=pruner)
 
     # --- the winner -----------------------------------------------------------------------------------
     def write_winner(self) -> Candidate:
@@ -216,38 +204,36 @@ class Tuner:
 
         complete = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         if not complete:
-            raise Text2RewardError(f"no trial of {self.parent['id']} completed (pruned or failed: see "
+            raise Text2RewardError(f"no trial of {self.parent.id} completed (pruned or failed: see "
                                    f"{self.dir}/trial_*/worker.log); rerun with more --trials or a larger --steps")
         best, kept_parent = pick_winner(complete, self.margin)
         folder = trial_dir(self.dir, best.number)
         record = job_done(folder)
         if record is None:
-            raise Text2RewardError(f"trial {best.number} of {self.parent['id']} is recorded complete but {folder} holds no "
+            raise Text2RewardError(f"trial {best.number} of {self.parent.id} is recorded complete but {folder} holds no "
                                    f"done.json; delete {self.dir} and tune again")
         code = (folder / "reward.py").read_text()
         code_path = write_text_atomic(self.dir / "reward.py", code)
         result = record["result"]
         states = [t.state for t in counted(self.study, self.dir)]
         tuned_values = {c.name: c.value for c in find_constants(code).constants if c.name in {s.name for s in self.space}}
-        summary: TuningSummary = {
-            "study": self.store.relative(self.dir / STUDY_FILE), "study_name": self.parent["id"],
-            "trials": len(states), "complete": states.count(TrialState.COMPLETE), "pruned": states.count(TrialState.PRUNED),
-            "failed": states.count(TrialState.FAIL), "trial": best.number, "objective": float(best.value),
-            "margin": self.margin, "kept_parent": kept_parent,
-            "steps": self.steps, "warnings": list(self.found.warnings),
-            "constants_diff": constants_diff(self.found.values(), tuned_values),
-        }
-        stopped = (result.get("stopped_early") or {}).get("kind") == "behind"
-        candidate: Candidate = {
-            "id": tuned_id(self.parent["id"]), "round": self.parent["round"], "sample": self.parent["sample"],
-            "backend": self.parent.get("backend", ""), "model": self.parent.get("model", ""),
-            "rule_based": bool(self.parent.get("rule_based")), "tokens": {"prompt": 0, "completion": 0}, "attempts": [],
-            "code_file": self.store.relative(code_path), "status": "stopped_early" if stopped else "trained",
-            "training": training_summary(result),
-            "training_result": {k: result[k] for k in ("curve", "components", "success_rate")},
-            "feedback_file": None, "behaviour_text": "", "video_file": None, "keyframes": [],
-            "warnings": list(record.get("warnings") or []), "parent": self.parent["id"], "tuned": summary,
-        }
+        summary = TuningSummary(
+            study=self.store.relative(self.dir / STUDY_FILE), study_name=self.parent.id, trials=len(states),
+            complete=states.count(TrialState.COMPLETE), pruned=states.count(TrialState.PRUNED), failed=states.count(TrialState.FAIL),
+            trial=best.number, objective=float(best.value), margin=self.margin, kept_parent=kept_parent, steps=self.steps,
+            warnings=list(self.found.warnings),
+            constants_diff=constants_diff(self.found.values(), tuned_values),
+        )
+        stopped = result.get("stopped_early") or {}
+        behind = stopped.get("kind") == StopKind.BEHIND
+        candidate = Candidate(
+            id=tuned_id(self.parent.id), round=self.parent.round, sample=self.parent.sample, backend=self.parent.backend,
+            model=self.parent.model, rule_based=self.parent.rule_based, code_file=self.store.relative(code_path),
+            status=CandidateStatus.STOPPED_EARLY if behind else CandidateStatus.TRAINED, training=TrainingSummary.of_result(result),
+            training_result={k: result[k] for k in TRAINING_RESULT_KEYS if k in result},
+            warnings=[str(w) for w in record.get("warnings") or []], parent=self.parent.id, tuned=summary,
+            stopped_early=EarlyStop.from_dict(stopped) if behind else None,
+        )
         return self.store.write_candidate(candidate)
 
 
@@ -257,28 +243,29 @@ def default_margin(episodes: int) -> float:
     return 1.0 / max(1, episodes)
 
 
-def tune_candidate(store: RunStore, candidate_id: str | None, trials: int, steps: int | None = None,
-                   progress: Progress | None = None, display: JobDisplay | None = None,
-                   runner: Callable[..., list[JobOutcome]] | None = None, min_gain: float | None = None) -> Candidate:
+def tune_candidate(store: RunStore, candidate_id: str | None, trials: int, steps: int | None = None, emit: Emit = ignore,
+                   display: JobDisplay | None = None, runner: JobRunner | None = None, min_gain: float | None = None) -> Candidate:
     """Tune a candidate's constants (None: the run's best untuned candidate) over `trials` finished trials of `steps`
     training steps each (None: the run's budget, or the budget an existing study was started with), and write the
     winner as candidate `<id>-tuned`: the best trial when it scores `min_gain` above the parent's own constants
     (None: one evaluation episode's worth of success, `default_margin`), else those constants, kept. Resumes the
     candidate's study: finished trials count and are never redone.
-    `runner` (the loop's `run_jobs`) runs a batch of jobs; by default the run's executor. The caller holds the run's
-    lock. Model code runs only in the training jobs' sandbox."""
+    `runner` (the loop's) runs the trials' jobs; by default the run's executor, opened for this tuning. The caller holds
+    the run's lock. Model code runs only in the training jobs' sandbox."""
     if trials < 1:
         raise ConfigError(f"--trials must be at least 1, got {trials}")
     if steps is not None and steps <= 0:
         raise ConfigError(f"--steps must be positive, got {steps}")
     if min_gain is not None and not 0 <= min_gain <= 1:
         raise ConfigError(f"--min-gain is a success rate between 0 and 1, got {min_gain}")
-    from text2reward.sandbox import active_isolation
-
     parent = parent_candidate(store, candidate_id)
-    tuner = Tuner(store, parent, steps, progress or (lambda message: None), display, runner, min_gain)
-    active_isolation()  # fail closed before any trial trains
-    return tuner.run(trials)
+    with ExitStack() as resources:
+        if runner is None:
+            config = RunConfig.from_record(store.config_data())
+            runner = config.executor_spec.open(config.executor_settings(), resources, lambda message: emit(Note(message)))
+        tuner = Tuner(store, parent, steps, emit, JobSession(runner, display, emit), min_gain)
+        active_isolation()  # fail closed before any trial trains
+        return tuner.run(trials)
 
 
 def trial_folders(store: RunStore, candidate_id: str) -> list[Path]:

@@ -1,62 +1,48 @@
-"""Model backends behind one contract (`base.Backend`), chosen by name.
+"""Model backends behind one contract (`base.Backend`), each described by a spec (`spec.BackendSpec`) and chosen by
+name from the registry.
 
-    backend = make_backend("openai", model="gpt-4o-mini", base_url="http://127.0.0.1:8000/v1")
+    spec = backend_spec("openai")
+    backend = spec.make(spec.resolve(BackendSettings(model="gpt-4o-mini", base_url="http://127.0.0.1:8000/v1")))
     backend = CachedBackend(backend, ReplyCache(run_dir / "cache"))   # optional: reruns are free
     replies = backend.generate(GenerationRequest(messages, n=4, task_id="metaworld/reach-v3"))
 
-Backends import lazily: the heuristic one pulls in task machinery the others do not need.
+A new backend is a module with a `Backend` class and its `BackendSpec`, plus one `register_backend` line.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
-from typing import Any
-
-from text2reward.errors import ConfigError
+from text2reward.generation.llm import file_backend, heuristic, openai_backend
 from text2reward.generation.llm.base import Backend, ChatMessage, GenerationRequest, Reply
 from text2reward.generation.llm.cache import CachedBackend, ReplyCache, default_cache_dir
 from text2reward.generation.llm.errors import BackendError
+from text2reward.generation.llm.spec import (
+    BackendSettings,
+    BackendSpec,
+    backend_spec,
+    backend_specs,
+    image_backends,
+    register_backend,
+    unregister_backend,
+)
 
-BACKENDS = {
-    "openai": ("text2reward.generation.llm.openai_backend", "OpenAIBackend"),
-    "file": ("text2reward.generation.llm.file_backend", "FileBackend"),
-    "heuristic": ("text2reward.generation.llm.heuristic", "HeuristicBackend"),
-}
-
-
-def backend_class(name: str) -> type:
-    if name not in BACKENDS:
-        raise ConfigError(f"unknown backend {name!r}: choose one of {', '.join(BACKENDS)}")
-    module_name, class_name = BACKENDS[name]
-    return getattr(importlib.import_module(module_name), class_name)
-
-
-def make_backend(name: str, **options: Any) -> Backend:
-    """Build a backend by name. Options set to None are dropped, so a CLI can pass every flag it has."""
-    cls = backend_class(name)
-    options = {key: value for key, value in options.items() if value is not None}
-    parameters = inspect.signature(cls).parameters
-    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        unknown = sorted(set(options) - set(parameters))
-        if unknown:
-            accepted = ", ".join(p for p in parameters if parameters[p].kind is not inspect.Parameter.VAR_POSITIONAL)
-            raise ConfigError(
-                f"the {name} backend takes no option {', '.join(unknown)}: drop it (it accepts: {accepted})"
-            )
-    return cls(**options)
-
+register_backend(openai_backend.SPEC)
+register_backend(heuristic.SPEC)
+register_backend(file_backend.SPEC)
 
 __all__ = [
-    "BACKENDS",
     "Backend",
     "BackendError",
+    "BackendSettings",
+    "BackendSpec",
     "CachedBackend",
     "ChatMessage",
     "GenerationRequest",
     "Reply",
     "ReplyCache",
-    "backend_class",
+    "backend_spec",
+    "backend_specs",
     "default_cache_dir",
-    "make_backend",
+    "image_backends",
+    "register_backend",
+    "unregister_backend",
 ]

@@ -1,13 +1,15 @@
 """The backend contract: a request (chat messages + task context) in, K replies out.
 
 Why a context beside the messages: the rule-based `heuristic` backend composes rewards from the
-task and its view, not from prose, and must never pretend to be a model; model backends ignore it.
+task and its view, not from prose, and must never pretend to be a model; model backends read only its images.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Protocol
+
+from text2reward.runs.records import PromptContext
 
 ChatMessage = dict[str, Any]
 """One OpenAI chat message: {"role": "system"|"user"|"assistant", "content": str | list[content parts]}."""
@@ -27,8 +29,9 @@ class GenerationRequest:
     first_sample: int = 0
     """The place of this request's first sample among the round's samples: a cache that holds samples
     0..m-1 asks for the rest with first_sample=m, so their seeds and draws are those of samples m..K-1."""
-    context: dict[str, Any] = field(default_factory=dict)
-    """Structured facts for rule-based backends: e.g. previous_best_code, component_stats, critique."""
+    context: PromptContext = field(default_factory=PromptContext)
+    """Structured facts for rule-based backends (previous_best_code, component_stats, critique...) and the images a
+    vision model is shown."""
 
 
 @dataclass
@@ -46,6 +49,12 @@ class Reply:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Reply:
+        """A saved reply (replies.json); fields this text2reward does not know are left out."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 class Backend(Protocol):

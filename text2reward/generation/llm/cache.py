@@ -46,7 +46,8 @@ class ReplyCache:
 
     def key(self, backend: Backend, request: GenerationRequest, sample_index: int) -> str:
         keys = getattr(backend, "cache_context_keys", None)
-        context = request.context if keys is None else {k: request.context[k] for k in keys if k in request.context}
+        everything = request.context.to_dict()
+        context = everything if keys is None else {k: everything[k] for k in keys if k in everything}
         params = backend.cache_params() if hasattr(backend, "cache_params") else {}
         payload = {
             "version": KEY_VERSION,

@@ -19,10 +19,11 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from text2reward.generation.llm.base import ChatMessage, GenerationRequest, Reply
 from text2reward.generation.llm.errors import BackendError, RepliesExhausted
+from text2reward.generation.llm.spec import BackendSettings, BackendSpec
 
 SEPARATOR = "%%%"
 
@@ -135,7 +136,7 @@ def render_prompt(request: GenerationRequest) -> str:
     lines = [f"===== prompt for {request.task_id} (round {request.round}): copy everything below =====\n"]
     for message in request.messages:
         lines.append(f"[{message.get('role', 'user')}]\n{_text_of(message)}\n")
-    images = request.context.get("images") or []
+    images = request.context.images
     if images:
         lines.append(f"[{len(images)} image(s) for vision models: attach them in the chat window]\n")
     return "\n".join(lines) + "\n"
@@ -173,3 +174,22 @@ def _expand(paths: str | Path | Sequence[str | Path]) -> list[Path]:
 def _reply(text: str, latency: float = 0.0, error: str | None = None) -> Reply:
     return Reply(text=text if error is None else None, backend="file", model="file",
                  latency_seconds=latency, error=error)
+
+
+# --- the backend's spec (generation.llm.spec) ---
+
+
+def _build(settings: BackendSettings) -> FileBackend:
+    """Replies from the run's reply files (after those it already used), or from stdin when it names none."""
+    return FileBackend(list(settings.reply_files) or None, start=settings.replies_used if settings.reply_files else 0)
+
+
+def _check(settings: BackendSettings, task: Any) -> None:
+    if settings.reply_files:
+        _build(settings)  # every file exists and can be listed
+
+
+SPEC = BackendSpec(
+    name="file", summary="(replies you paste from a chat window)", build=_build, check=_check, accepts_images=True,
+    reads_reply_files=True, cache_replies=False, model_label="pasted replies",
+)

@@ -26,12 +26,15 @@ from typing import Any
 
 import numpy as np
 
+from policies.reward_modes import DEFAULT_REWARD_MODE
 from sim_envs.registry import get_task
 from sim_envs.task import Task
 from text2reward.generation.llm import primitives as P
 from text2reward.generation.llm.base import GenerationRequest, Reply
 from text2reward.generation.llm.heuristic_plans import HEADER, build_plan, header_for, one_line
 from text2reward.generation.llm.heuristic_rules import apply_feedback, parse_constants
+from text2reward.generation.llm.spec import BackendSettings, BackendSpec
+from text2reward.runs.records import PromptContext
 
 __all__ = ["HEADER", "HeuristicBackend", "compose", "parse_constants"]
 
@@ -54,7 +57,7 @@ def jitter(plan: P.Plan, rng: np.random.Generator, sigma: float) -> None:
             param.value = float(param.value * math.exp(rng.normal(0.0, sigma)))
 
 
-def compose(task: Task, seed: int, round_index: int, index: int, n: int, temperature: float, context: dict[str, Any], attempt: int = 0) -> tuple[str, P.Plan]:
+def compose(task: Task, seed: int, round_index: int, index: int, n: int, temperature: float, context: PromptContext, attempt: int = 0) -> tuple[str, P.Plan]:
     """One program: nominal plan -> feedback rules -> (samples after the first) jitter -> text."""
     plan = build_plan(task)
     kernel = ["tanh"]
@@ -86,7 +89,7 @@ def compose(task: Task, seed: int, round_index: int, index: int, n: int, tempera
     if fb.rules:
         header.append("Feedback rules that fired:")
         header += ["- " + one_line(rule, 200) for rule in fb.rules]
-    return P.render_program(plan, header, kernel[0], str(context.get("reward_mode", "dense"))), plan
+    return P.render_program(plan, header, kernel[0], context.reward_mode or DEFAULT_REWARD_MODE), plan
 
 
 def reply_text(task: Task, plan: P.Plan, program: str, index: int, n: int, mode: str = "dense") -> str:
@@ -115,7 +118,7 @@ class HeuristicBackend:
     def generate(self, request: GenerationRequest) -> list[Reply]:
         task = get_task(request.task_id)
         seed = self.seed if request.seed is None else request.seed
-        context = dict(request.context or {})
+        context = request.context
         replies: list[Reply] = []
         seen: set[str] = set()
         total = request.first_sample + max(int(request.n), 0)
@@ -129,7 +132,7 @@ class HeuristicBackend:
             seen.add(program)
             replies.append(
                 Reply(
-                    text=reply_text(task, plan, program, index, total, str(context.get("reward_mode", "dense"))),
+                    text=reply_text(task, plan, program, index, total, context.reward_mode or DEFAULT_REWARD_MODE),
                     backend=NAME,
                     model=MODEL,
                     latency_seconds=time.perf_counter() - start,
@@ -137,3 +140,17 @@ class HeuristicBackend:
                 )
             )
         return replies
+
+
+# --- the backend's spec (generation.llm.spec) ---
+
+
+def _check(settings: BackendSettings, task: Task | None) -> None:
+    if task is not None:
+        build_plan(task)  # a task the rules cannot plan for is refused now, not after a round of nothing
+
+
+SPEC = BackendSpec(
+    name=NAME, summary="(rule-based, no model)", build=lambda settings: HeuristicBackend(seed=settings.seed), check=_check,
+    rule_based=True,
+)

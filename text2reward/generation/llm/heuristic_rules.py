@@ -12,11 +12,11 @@ import ast
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from sim_envs.task import Task
 from text2reward.generation.llm import primitives as P
 from text2reward.generation.llm.heuristic_plans import ensure_control, ensure_settle, header_for, one_line, view_fields
+from text2reward.runs.records import PromptContext
 
 WEIGHT_CAP = 20.0
 """Feedback rules never raise a weight past this, however many rounds keep asking for more."""
@@ -80,13 +80,13 @@ def parse_constants(code: str) -> dict[str, float]:
     return out
 
 
-def apply_feedback(plan: P.Plan, task: Task, context: dict[str, Any], kernel: list[str]) -> Feedback:
+def apply_feedback(plan: P.Plan, task: Task, context: PromptContext, kernel: list[str]) -> Feedback:
     """Change the plan by fixed rules on the context; return the comments that say what fired and why."""
     fb = Feedback([])
     fields = view_fields(task.view_class)
     has_obj_velocity = "self.obj.velocity" in fields
     arm = "self.robot.ee_position" in fields
-    previous = context.get("previous_best_code")
+    previous = context.previous_best_code
     if isinstance(previous, str) and previous.strip():
         lines = previous.strip().splitlines()
         if lines[0].strip() == "# " + header_for(task.id):
@@ -105,7 +105,7 @@ def apply_feedback(plan: P.Plan, task: Task, context: dict[str, Any], kernel: li
             fb.rules.append("rule previous-best: the previous best program was not composed by this backend for this task; the rules start from their nominal constants")
 
     terms = {t.name: t for t in plan.terms}
-    stats = context.get("component_stats") or {}
+    stats = context.component_stats or {}
     means: dict[str, float] = {}
     for name, s in stats.items():
         term = terms.get(name)
@@ -134,7 +134,7 @@ def apply_feedback(plan: P.Plan, task: Task, context: dict[str, Any], kernel: li
             change = scale_param(plan, terms[name].weight_param, 0.6)
             fb.rules.append(f"rule dominating: component '{name}' was {share:.0%} of the reward's magnitude -> down-weighted: {change}")
 
-    rate = context.get("success_rate")
+    rate = context.success_rate
     if isinstance(rate, (int, float)) and math.isfinite(rate):
         if rate < 0.3:
             changes = [scale_param(plan, t.weight_param, 1.5) for t in plan.terms if t.role in ("final", "success")]
@@ -143,7 +143,7 @@ def apply_feedback(plan: P.Plan, task: Task, context: dict[str, Any], kernel: li
             fb.sigma_factor = 0.5
             fb.rules.append(f"rule high-success: success rate {rate:.2f} >= 0.80 -> samples stay closer to the base (half the spread)")
 
-    critique = context.get("critique")
+    critique = context.critique
     if isinstance(critique, str) and critique.strip():
         fb.rules.extend(apply_critique(plan, critique, arm, has_obj_velocity))
     return fb

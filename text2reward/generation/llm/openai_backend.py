@@ -27,15 +27,17 @@ import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import openai
 
+from text2reward.errors import ConfigError
 from text2reward.generation.llm.base import ChatMessage, GenerationRequest, Reply
 from text2reward.generation.llm.errors import BackendError
+from text2reward.generation.llm.spec import BackendSettings, BackendSpec
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +257,7 @@ class OpenAIBackend:
         if request.n <= 0:
             return []
         messages = request.messages
-        images = request.context.get("images") if self.vision else None
+        images = request.context.images if self.vision else None
         if images:
             messages = attach_images(messages, list(images))
         results: list[_CallResult] = []
@@ -529,3 +531,35 @@ def _mime(data: bytes) -> str:
 
 
 __all__ = ["OpenAIBackend", "RetryPolicy", "attach_images", "check_endpoint", "image_data_url", "is_local_url"]
+
+
+# --- the backend's spec (generation.llm.spec) ---
+
+
+def _build(settings: BackendSettings) -> OpenAIBackend:
+    options: dict[str, Any] = {"model": settings.model, "base_url": settings.base_url, "vision": settings.vision,
+                               "timeout": settings.timeout, "concurrency": settings.concurrency}
+    if settings.max_retries is not None:
+        options["max_retries"] = settings.max_retries
+    return OpenAIBackend(**options)
+
+
+def _resolve(settings: BackendSettings) -> BackendSettings:
+    """The model and endpoint from OPENAI_MODEL / OPENAI_BASE_URL, so config.json records what the run used (never
+    the API key)."""
+    return replace(settings, model=settings.model or os.environ.get("OPENAI_MODEL") or None,
+                   base_url=settings.base_url or os.environ.get("OPENAI_BASE_URL") or None)
+
+
+def _check(settings: BackendSettings, task: Any) -> None:
+    """A model is named, and the endpoint answers with it (one cheap request)."""
+    if not settings.model:
+        raise ConfigError("the openai backend needs --model (or OPENAI_MODEL): e.g. --model gpt-4o or your server's model name")
+    backend = _build(settings)  # the key and URL are present and well formed
+    check_endpoint(backend.base_url, os.environ.get("OPENAI_API_KEY") or None, backend.model)
+
+
+SPEC = BackendSpec(
+    name="openai", summary="(any OpenAI-compatible endpoint)", build=_build, check=_check, resolve=_resolve,
+    accepts_images=True, answers_between_rounds=True,
+)

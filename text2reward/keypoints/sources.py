@@ -1,0 +1,63 @@
+"""Where a run's first rewards come from, as typed specs: the model's code, a program written from the task's
+keypoints, or both.
+
+Why a spec: the loop asks each stage's question of one record (find keypoints first? is round 0 the keypoint program?
+does the prompt show the keypoints? is the keypoint reward added to every program?) instead of comparing the source's
+name in each stage. A new source is a spec plus one `register_reward_source` line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from text2reward.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class RewardSourceSpec:
+    name: str
+    """What `--reward-source` takes and config.json records."""
+    summary: str
+    uses_keypoints: bool = False
+    """The task's keypoints are found (or read back) before round 0: the task needs a keypoint setup."""
+    first_round_is_keypoint_program: bool = False
+    """Round 0's one candidate is the program written from the keypoints; no model is asked for it."""
+    prompt_shows_keypoints: bool = False
+    """Round 0's prompt shows the keypoints and their reward."""
+    adds_keypoint_reward: bool = False
+    """The keypoint reward is added to every program the model writes (unless it already holds it)."""
+
+    @property
+    def dense_only(self) -> bool:
+        """A keypoint program is a dense reward: such a source trains only in the dense mode."""
+        return self.uses_keypoints
+
+
+_SOURCES: dict[str, RewardSourceSpec] = {}
+
+
+def register_reward_source(spec: RewardSourceSpec) -> RewardSourceSpec:
+    if spec.name in _SOURCES:
+        raise ValueError(f"a reward source named {spec.name!r} is registered already")
+    _SOURCES[spec.name] = spec
+    return spec
+
+
+def reward_source_specs() -> list[RewardSourceSpec]:
+    return list(_SOURCES.values())
+
+
+def reward_source(name: str) -> RewardSourceSpec:
+    try:
+        return _SOURCES[name]
+    except KeyError:
+        raise ConfigError(f"unknown --reward-source {name!r}: choose {', '.join(_SOURCES)}") from None
+
+
+CODE = register_reward_source(RewardSourceSpec("code", "(the model writes the reward)"))
+KEYPOINTS = register_reward_source(RewardSourceSpec(
+    "keypoints", "(a reward from the task's keypoints, see t2r keypoints)", uses_keypoints=True,
+    first_round_is_keypoint_program=True))
+CODE_AND_KEYPOINTS = register_reward_source(RewardSourceSpec(
+    "code+keypoints", "(the model's reward plus the keypoint reward)", uses_keypoints=True, prompt_shows_keypoints=True,
+    adds_keypoint_reward=True))

@@ -1,0 +1,315 @@
+"""A run's settings (`RunConfig`), each declared once with its command-line option, and checked against the
+registries of the choices it names (backends, executors, reward modes, reward sources).
+
+Why here, above the stages and below the loop: the settings name a backend, an executor, a reward mode and a reward
+source, and only the packages that own those choices know which exist; the store below only persists what a run was
+given (config.json), and the CLI builds a `RunConfig` from the declarations here (`cli/options.py`) instead of copying
+each option by hand. `check_run_config` is every check that can run before a run folder exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from policies.config import TrainConfig
+from policies.reward_modes import DEFAULT_REWARD_MODE, check_mode
+from sim_envs import get_task, load_task_file
+from sim_envs.task import Task
+from text2reward.errors import ConfigError
+from text2reward.generation.llm import BackendSettings, BackendSpec, backend_spec, backend_specs, image_backends
+from text2reward.keypoints.find import KEYPOINT_FINDERS
+from text2reward.keypoints.sources import RewardSourceSpec, reward_source, reward_source_specs
+from text2reward.preflight import check_train_config
+from text2reward.runs.store import STOP_FILE
+from text2reward.training.executors import ExecutorSettings, ExecutorSpec, executor_spec, executor_specs
+
+# --- option declarations ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Option:
+    """How one setting is given on the command line: its flags, help, and how the typed value becomes the setting."""
+
+    flags: tuple[str, ...]
+    help: str | Callable[[], str]
+    """A string, or a function (help built from a registry when the CLI is built)."""
+    cli_type: Any = None
+    """What the command line parses (None: the setting's own type)."""
+    to_setting: Callable[[Any], Any] | None = None
+    """The parsed value -> the setting (None: as parsed)."""
+    metavar: str | None = None
+    envvar: str | None = None
+
+    def help_text(self) -> str:
+        return self.help() if callable(self.help) else self.help
+
+
+def option(*flags: str, help: str | Callable[[], str], cli_type: Any = None, to_setting: Callable[[Any], Any] | None = None,
+           metavar: str | None = None, envvar: str | None = None) -> dict[str, Option]:
+    """A dataclass field's metadata declaring its option (`field(default=..., metadata=option("--llm", help=...))`)."""
+    return {"option": Option(tuple(flags), help, cli_type, to_setting, metavar, envvar)}
+
+
+def declared_option(f: dataclasses.Field) -> Option | None:
+    return f.metadata.get("option")
+
+
+def _choices(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def _backend_help() -> str:
+    return _choices([f"{s.name} {s.summary}".strip() for s in backend_specs()])
+
+
+def _executor_help() -> str:
+    return "where candidates train: " + _choices([f"{s.name} {s.summary}" for s in executor_specs()])
+
+
+def _source_help() -> str:
+    return _choices([f"{s.name} {s.summary}" for s in reward_source_specs()])
+
+
+def _mode_help() -> str:
+    from policies.reward_modes import mode_help
+
+    return mode_help()
+
+
+def parse_hyperparams(items: list[str] | None) -> dict[str, Any]:
+    """`--hp KEY=VALUE` options (YAML values) as a mapping."""
+    import yaml
+
+    overrides: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--hp {item!r} is not KEY=VALUE; e.g. --hp batch_size=64")
+        overrides[key.strip()] = yaml.safe_load(value)
+    return overrides
+
+
+def _parse_anchors(items: list[str] | None) -> dict[str, str | None]:
+    from text2reward.keypoints.answer import parse_anchor_options
+
+    return parse_anchor_options(items)
+
+
+def _paths(items: list[Path] | None) -> list[str]:
+    return [str(p) for p in items or []]
+
+
+def _resolved_path(path: Path | None) -> str | None:
+    return str(Path(path).resolve()) if path else None
+
+
+# --- the settings ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunConfig:
+    """Everything that defines a run; stored as config.json and reused verbatim by `t2r resume`."""
+
+    task_id: str = field(metadata=option("--task", help="task id"))
+    backend: str = field(default="heuristic", metadata=option("--llm", help=_backend_help))
+    model: str | None = field(default=None, metadata=option("--model", help="model name for --llm openai (or OPENAI_MODEL)"))
+    base_url: str | None = field(default=None, metadata=option("--base-url", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)"))
+    reply_files: list[str] = field(default_factory=list, metadata=option(
+        "--reply-file", help="reply files for --llm file (else stdin)", cli_type=Optional[list[Path]], to_setting=_paths))
+    temperature: float = field(default=1.0, metadata=option("--temperature", help="sampling temperature of the model"))
+    timeout: float | None = field(default=None, metadata=option(
+        "--timeout", help="seconds to wait for one reply (default: 60, or 600 with --base-url)"))
+    """Seconds to wait for one model reply (None: the backend's default, minutes for a local server)."""
+    max_retries: int | None = field(default=None, metadata=option("--max-retries", help="retries of a failed model request (default 4)"))
+    concurrency: int | None = field(default=None, metadata=option(
+        "--concurrency", help="model requests at once (default: 1 with a local --base-url, else 8)"))
+    """Model requests in flight at once (None: 1 for a local server, several for a hosted API)."""
+    cache: bool = field(default=True, metadata=option(
+        "--cache/--no-cache", help="reuse replies cached for the same prompt and seed (--no-cache asks again)"))
+    """Serve replies already on disk for the same request and seed (`--no-cache` asks the model again)."""
+    rounds: int = field(default=2, metadata=option("--rounds", help="rounds of generation and training"))
+    samples: int = field(default=2, metadata=option("--samples", help="candidates per round (K)"))
+    steps: int | None = field(default=None, metadata=option("--steps", help="training steps per candidate"))
+    workers: int = field(default=2, metadata=option("--workers", help="parallel training workers (W)"))
+    seed: int = field(default=0, metadata=option("--seed", help="seed of sampling, training and evaluation"))
+    few_shot: int = field(default=0, metadata=option("--few-shot", help="expert examples from similar tasks in the prompt"))
+    vision: bool = field(default=False, metadata=option("--vision/--no-vision", help="send rollout keyframes to a vision-capable model"))
+    screen: bool = field(default=True, metadata=option(
+        "--screen/--no-screen", help="screen candidates on scripted trajectories before training"))
+    screen_threshold: float = field(default=0.7, metadata=option(
+        "--screen-threshold", help="share of (success, failure) rollout pairs a reward must rank right"))
+    fix_attempts: int = field(default=1, metadata=option("--fix-attempts", help="times a rejected reply goes back to the model with the error"))
+    video: bool = field(default=True, metadata=option("--video/--no-video", help="film each trained candidate's rollout"))
+    final_seeds: int = field(default=2, metadata=option("--final-seeds", help="seeds to re-train the best reward (and the expert) on"))
+    compare_expert: bool = field(default=True, metadata=option(
+        "--compare-expert/--no-compare-expert", help="train the expert reward on the same budget"))
+    success_threshold: float = field(default=0.9, metadata=option(
+        "--success-threshold", help="a run (and, with --early-stop, a candidate) stops once it reaches this success rate"))
+    early_stop: bool = field(default=True, metadata=option(
+        "--early-stop/--no-early-stop",
+        help="stop a candidate clearly behind the round's leader at 1/4 and 1/2 of the budget (--no-early-stop trains each to the end)"))
+    """A round's candidates stop at `success_threshold`, or when clearly behind the round's leader at a rung of
+    the budget (training/early_stop.py); `--no-early-stop` trains each to its full budget."""
+    device: str = field(default="auto", metadata=option("--device", help="auto, cpu or cuda"))
+    algo: str | None = field(default=None, metadata=option(
+        "--algo", help="sbx-sac, sbx-ppo (SBX, JAX), sac or ppo (SB3, PyTorch); default: the task family's"))
+    """The training algorithm; None: the task family's default."""
+    eval_freq: int | None = field(default=None, metadata=option("--eval-freq", help="env steps between success evaluations"))
+    eval_episodes: int | None = field(default=None, metadata=option("--eval-episodes", help="episodes per evaluation"))
+    overrides: dict[str, Any] = field(default_factory=dict, metadata=option(
+        "--hp", help="hyper-parameter override KEY=VALUE (YAML value), repeatable", cli_type=Optional[list[str]], to_setting=parse_hyperparams))
+    reward_mode: str = field(default=DEFAULT_REWARD_MODE, metadata=option("--reward-mode", help=_mode_help))
+    """What the model writes and how it trains (policies.reward_modes)."""
+    tune: int = field(default=0, metadata=option(
+        "--tune", help="after the last round, tune the best reward's constants with N Optuna trials (see t2r tune)"))
+    """Tuning trials for the best candidate after the last round (text2reward.tuning); 0: none."""
+    reward_source: str = field(default="code", metadata=option("--reward-source", help=_source_help))
+    """Where round 0's rewards come from (text2reward.keypoints.sources)."""
+    keypoints: str = field(default="oracle", metadata=option(
+        "--keypoints", help="with a keypoint reward source: oracle (true points projected) or model (the vision model points; needs --vision)"))
+    keypoint_camera: str | None = field(default=None, metadata=option(
+        "--keypoint-camera", help="camera the keypoints are read from (default: the task's)"))
+    keypoint_anchors: dict[str, str | None] = field(default_factory=dict, metadata=option(
+        "--anchor", help="KEYPOINT=PART: what a keypoint moves with (obj, obj_start, goal, none), over the model's choice; repeatable",
+        cli_type=Optional[list[str]], to_setting=_parse_anchors))
+    """A person's word on what a keypoint moves with (`--anchor grasp=obj`), over the model's or the oracle's."""
+    vision_analysis: bool = field(default=False, metadata=option(
+        "--vision-analysis/--no-vision-analysis",
+        help="ask the vision model what went wrong in a failed candidate's keyframes, for the next feedback (with --vision)"))
+    executor: str = field(default="local", metadata=option("--executor", help=_executor_help))
+    ray_address: str | None = field(default=None, metadata=option(
+        "--ray-address", envvar="RAY_ADDRESS", metavar="ADDR",
+        help="with --executor ray: the cluster to join (host:port of its head); unset: a local Ray on 127.0.0.1 for the run"))
+    task_file: str | None = field(default=None, metadata=option(
+        "--task-file", help="Python file defining extra tasks (see README)", cli_type=Optional[Path], to_setting=_resolved_path))
+
+    # --- the choices it names ---
+    @property
+    def backend_spec(self) -> BackendSpec:
+        return backend_spec(self.backend)
+
+    @property
+    def executor_spec(self) -> ExecutorSpec:
+        return executor_spec(self.executor)
+
+    @property
+    def source(self) -> RewardSourceSpec:
+        return reward_source(self.reward_source)
+
+    def backend_settings(self, replies_used: int = 0) -> BackendSettings:
+        return BackendSettings(model=self.model, base_url=self.base_url, vision=self.vision, timeout=self.timeout,
+                               max_retries=self.max_retries, concurrency=self.concurrency, reply_files=tuple(self.reply_files),
+                               replies_used=replies_used, seed=self.seed)
+
+    def executor_settings(self) -> ExecutorSettings:
+        return ExecutorSettings(workers=self.workers, address=self.ray_address)
+
+    def author(self) -> str:
+        """Who writes this run's rewards, as every reader shows it (the backend's label)."""
+        return self.backend_spec.label(self.model)
+
+    # --- records ---
+    def to_record(self) -> dict[str, Any]:
+        """config.json: the settings, and the backend's label and nature (readers below the loop show them)."""
+        return {**dataclasses.asdict(self), "author": self.author(), "rule_based": self.backend_spec.rule_based}
+
+    @classmethod
+    def from_record(cls, data: Mapping[str, Any]) -> RunConfig:
+        """The settings in config.json (the labels it also holds, and fields of a newer text2reward, are left out)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def train_config(self, task_id: str, out_dir: Path, reward: str, seed: int, early_stop: bool = False) -> TrainConfig:
+        """The training settings of one of this run's jobs: the one place run settings become training settings.
+        `early_stop` (a round's candidates, not the final comparison, which trains to the same budget for all):
+        stop at the run's success threshold, and honour a stop file in the job's folder. HER is off for every job: a
+        program cannot be relabelled (policies.her), so the expert reward it is compared with trains without it too."""
+        stopping = early_stop and self.early_stop
+        return TrainConfig(
+            task_id=task_id, out_dir=Path(out_dir), reward=reward,
+            reward_mode=self.reward_mode if reward == "code" else DEFAULT_REWARD_MODE,
+            steps=self.steps, seed=seed, device=self.device, algo=self.algo,
+            eval_freq=self.eval_freq, eval_episodes=self.eval_episodes, overrides=dict(self.overrides),
+            stop_at_success=self.success_threshold if stopping and self.success_threshold <= 1.0 else None,
+            stop_file=str(Path(out_dir).parent / STOP_FILE) if stopping else None, her=False,
+        )
+
+    def validate(self) -> None:
+        """Numbers and names a person types, and the choices against their registries; each mistake is one line
+        naming the flag."""
+        # steps, eval_freq and eval_episodes are training settings: preflight.check_train_config checks them,
+        # for `t2r train` and for a run's jobs alike
+        for name, least in (("rounds", 1), ("samples", 1), ("workers", 1), ("concurrency", 1), ("final_seeds", 0),
+                            ("few_shot", 0), ("max_retries", 0), ("fix_attempts", 0), ("tune", 0)):
+            value = getattr(self, name)
+            if value is not None and value < least:
+                raise ConfigError(f"--{name.replace('_', '-')} must be at least {least}, got {value}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ConfigError(f"--timeout must be a positive number of seconds, got {self.timeout}")
+        if not 0.0 <= self.screen_threshold <= 1.0:
+            raise ConfigError(f"--screen-threshold must be between 0 and 1, got {self.screen_threshold}")
+        if not 0.0 <= self.temperature <= 2.0:
+            raise ConfigError(f"--temperature must be between 0 and 2, got {self.temperature}")
+        backend, source = self.backend_spec, self.source
+        check_mode(self.reward_mode)
+        self.executor_spec  # noqa: B018 - a name outside the registry is refused here
+        if self.keypoints not in KEYPOINT_FINDERS:
+            raise ConfigError(f"unknown --keypoints {self.keypoints!r}: choose oracle (true points) or model (the backend points)")
+        if source.dense_only and self.reward_mode != DEFAULT_REWARD_MODE:
+            raise ConfigError(f"--reward-source {self.reward_source} writes a {DEFAULT_REWARD_MODE} reward: use it with "
+                              f"--reward-mode {DEFAULT_REWARD_MODE}")
+        if source.uses_keypoints and self.keypoints == "model" and not self.vision:
+            raise ConfigError("--keypoints model reads an image: add --vision (the model must accept images), or use --keypoints oracle")
+        if self.vision_analysis and not self.vision:
+            raise ConfigError("--vision-analysis shows a vision model the rollout: add --vision (the model must accept images)")
+        vision_names = _choices(image_backends())
+        if (self.vision or self.vision_analysis) and not backend.accepts_images:
+            nature = "is rule-based and " if backend.rule_based else ""
+            raise ConfigError(f"the {backend.name} backend {nature}cannot see images: drop --vision/--vision-analysis, "
+                              f"or use --llm {vision_names} with a vision model")
+        if self.vision_analysis and not backend.answers_between_rounds:
+            raise ConfigError(f"--vision-analysis asks a vision model between rounds: use --llm {vision_names} with a model that "
+                              "accepts images")
+
+
+# --- the checks before a run ----------------------------------------------------------------------------------
+
+_NOWHERE = Path(os.devnull)
+"""A training config needs an out_dir; the checks never write to it."""
+
+
+def resolve_run_config(config: RunConfig) -> RunConfig:
+    """The run's settings with what the environment supplies filled in (the backend's `resolve`: e.g. the model and
+    endpoint from OPENAI_MODEL / OPENAI_BASE_URL), so config.json records what the run really used."""
+    settings = config.backend_spec.resolve(config.backend_settings())
+    return dataclasses.replace(config, model=settings.model, base_url=settings.base_url)
+
+
+def check_run_config(config: RunConfig, backend_given: bool = False) -> RunConfig:
+    """Everything `t2r run` can check before it creates a run folder; returns the resolved settings.
+    `backend_given`: the caller hands the loop a backend object, so the configured one is not built."""
+    config.validate()
+    config = resolve_run_config(config)
+    if config.task_file:
+        load_task_file(config.task_file)
+    task = get_task(config.task_id)
+    if config.source.uses_keypoints and task.keypoints is None:
+        raise ConfigError(f"--reward-source {config.reward_source} needs keypoints, which task {task.id} has no setup for: "
+                          "use a metaworld, fetch or franka task, or --reward-source code")
+    executor = config.executor_spec
+    check_train_config(config.train_config(task.id, out_dir=_NOWHERE, reward="code", seed=config.seed),
+                       device_here=executor.trains_here(config.executor_settings()))
+    executor.check(config.executor_settings())
+    if not backend_given:
+        check_backend(config, task)
+    return config
+
+
+def check_backend(config: RunConfig, task: Task) -> None:
+    """The backend can be built from these settings, and (where it has one) its model endpoint answers."""
+    config.backend_spec.check(config.backend_spec.resolve(config.backend_settings()), task)
