@@ -80,10 +80,11 @@ def heuristic_program(task_id: str, mode: str) -> str:
     from text2reward.generation.llm.base import GenerationRequest
     from text2reward.generation.llm.heuristic import HeuristicBackend
     from text2reward.generation.prompting import build_initial_messages
+    from text2reward.runs.records import PromptContext
 
     task = get_task(task_id)
     request = GenerationRequest(messages=build_initial_messages(task, reward_mode=mode), n=1, task_id=task_id, round=0,
-                                context={"reward_mode": mode})
+                                context=PromptContext(reward_mode=mode))
     (reply,) = HeuristicBackend(seed=0).generate(request)
     extraction = extract_code(reply.text, mode)
     if not extraction.ok or extraction.code is None:
@@ -107,20 +108,21 @@ def train_program(task_id: str, code: str | None, mode: str, seed: int, steps: i
 
 def tuned_program(task_id: str, seed: int, trials: int, trial_steps: int, eval_freq: int, out: Path) -> tuple[str, dict[str, Any]]:
     """Run the loop for one plain heuristic candidate on a tuning seed, then `t2r tune` it; the winner's program."""
-    from text2reward.loop import start_run
+    from text2reward import RewardSearch
     from text2reward.runs.lock import RunLock
-    from text2reward.runs.store import RunConfig
+    from text2reward.runs.store import RunStore
     from text2reward.tuning.tune import tune_candidate
 
     # the run only makes the candidate to tune: its own training is short (tuning's trial 0 retrains its constants);
     # trials evaluate as the run says, so the run evaluates like every arm
-    config = RunConfig(task_id=task_id, backend="heuristic", rounds=1, samples=1, steps=BASE_RUN_STEPS, workers=1,
-                       seed=seed + TUNE_SEED_OFFSET, final_seeds=0, compare_expert=False, video=False, screen=False,
-                       early_stop=False, success_threshold=1.01, eval_freq=eval_freq, eval_episodes=EPISODES)
-    store = start_run(config, out / "runs")
+    result = RewardSearch(task_id, backend="heuristic", rounds=1, samples=1, steps=BASE_RUN_STEPS, workers=1,
+                          seed=seed + TUNE_SEED_OFFSET, final_seeds=0, compare_expert=False, video=False, screen=False,
+                          early_stop=False, success_threshold=1.01, eval_freq=eval_freq, eval_episodes=EPISODES,
+                          runs_dir=out / "runs").run()
+    store = RunStore(result.run_dir)
     with RunLock(store.root):
         tuned = tune_candidate(store, "r0-s0", trials=trials, steps=trial_steps)
-    return (store.root / tuned["code_file"]).read_text(), {"run": str(store.root), "tuning": tuned.get("tuned", {})}
+    return store.read_text(str(tuned.code_file)), {"run": str(store.root), "tuning": tuned.tuned.to_dict() if tuned.tuned else {}}
 
 
 def run_attempt(job: dict[str, Any]) -> Attempt:

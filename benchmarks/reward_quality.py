@@ -25,8 +25,9 @@ from timing import parse_steps
 
 from policies.hyperparams import load_hyperparams
 from sim_envs.registry import get_task
-from text2reward.loop import start_run
-from text2reward.runs.store import RunConfig, RunStore
+from text2reward import RewardSearch
+from text2reward.runs.records import FinalArm
+from text2reward.runs.store import RunStore
 
 # Budgets that fit a shared 2-core CPU: each task trains K candidates plus 2 x final_seeds jobs, two at a
 # time, at ~25-50 SAC steps/s each. With the expert reward (benchmarks/RESULTS.md, expert_baselines)
@@ -50,8 +51,8 @@ class Row:
     run_id: str
     best: str | None
     round_success: float | None
-    loop: dict[str, Any] | None
-    expert: dict[str, Any] | None
+    loop: FinalArm | None
+    expert: FinalArm | None
     wall: float
     candidates: str
 
@@ -73,48 +74,46 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
 
 def run_task(task: str, steps: int, args: argparse.Namespace) -> Row:
-    config = RunConfig(
-        task_id=task, backend=args.backend, model=args.model, base_url=args.base_url, rounds=args.rounds,
+    search = RewardSearch(
+        task, backend=args.backend, model=args.model, base_url=args.base_url, rounds=args.rounds,
         samples=args.samples, steps=steps, workers=args.workers, seed=args.seed, final_seeds=args.final_seeds,
         compare_expert=True, video=False, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
-        overrides=parse_overrides(args.hp), early_stop=args.early_stop,
+        overrides=parse_overrides(args.hp), early_stop=args.early_stop, runs_dir=args.runs_dir,
+        callbacks=[lambda event: print(f"  [{task}] {event.text}", flush=True) if event.text else None],
     )
-    store = start_run(config, Path(args.runs_dir), progress=lambda message: print(f"  [{task}] {message}", flush=True))
-    return row_of(store)
+    return row_of(RunStore(search.run().run_dir))
 
 
 def row_of(store: RunStore) -> Row:
     """The table row of a finished run, from its files alone (so `--show` can re-print old runs)."""
-    config = store.config()
-    summary = store.final_summary() or {}
+    header, state = store.header(), store.state()
+    summary = store.final_summary()
     candidates = store.candidates()
-    statuses = [c["status"] for c in candidates]
-    best_id = summary.get("best_candidate")
-    best = next((c for c in candidates if c["id"] == best_id), None)
+    statuses = [c.status.value for c in candidates]
+    best_id = summary.best_candidate if summary else None
+    best = next((c for c in candidates if c.id == best_id), None)
     return Row(
-        task=config.task_id, algo=load_hyperparams(get_task(config.task_id).family).algo,
-        steps=config.steps or get_task(config.task_id).default_steps,
-        loop_size=f"{store.state().get('rounds_done', 0)}×{config.samples}", run_id=store.run_id, best=best_id,
-        round_success=best["training"]["success_rate"] if best else None,
-        loop=summary.get("best"), expert=summary.get("expert"), wall=store.state().get("wall_seconds", 0.0),
+        task=header.task_id, algo=load_hyperparams(get_task(header.task_id).family).algo,
+        steps=header.steps or get_task(header.task_id).default_steps,
+        loop_size=f"{state.rounds_done}×{header.samples}", run_id=store.run_id, best=best_id,
+        round_success=best.success if best else None,
+        loop=summary.best if summary else None, expert=summary.expert if summary else None, wall=state.wall_seconds,
         candidates=f"{statuses.count('trained') + statuses.count('stopped_early')}/{len(statuses)} trained"
                    + (f" ({statuses.count('stopped_early')} stopped early)" if "stopped_early" in statuses else ""),
     )
 
 
-def spread(result: dict[str, Any] | None) -> str:
+def spread(result: FinalArm | None) -> str:
     """mean ± std of the final success rates, then each seed's."""
-    if not result or result.get("mean") is None:
-        failures = (result or {}).get("failures") or []
-        return f"failed ({failures[0][:60]})" if failures else "-"
-    rates = result["success_rates"]
-    return f"{result['mean']:.2f} ± {result['std']:.2f} ({', '.join(f'{r:.1f}' for r in rates)})"
+    if result is None or result.mean is None:
+        failures = result.failed_seeds if result is not None else []
+        return f"failed ({failures[0].reason[:60]})" if failures else "-"
+    return f"{result.mean:.2f} ± {result.std or 0:.2f} ({', '.join(f'{r:.1f}' for r in result.success_rates)})"
 
 
-def peaks(result: dict[str, Any] | None) -> str:
+def peaks(result: FinalArm | None) -> str:
     """Each seed's best evaluation during training: one final evaluation of a few episodes is noisy."""
-    result = result or {}
-    curves, finals = result.get("curves") or [], result.get("success_rates") or []
+    curves, finals = (result.curves, result.success_rates) if result is not None else ([], [])
     best = [max([p["success_rate"] for p in curve] + [final]) for curve, final in zip(curves, finals)]
     return ", ".join(f"{b:.1f}" for b in best) or "-"
 

@@ -21,10 +21,11 @@ from pathlib import Path
 
 from policies.hyperparams import load_hyperparams
 from sim_envs import get_task
+from text2reward import RewardSearch
 from text2reward.generation.llm.heuristic import compose
-from text2reward.loop import start_run
 from text2reward.runs.ranking import best_candidate
-from text2reward.runs.store import RunConfig, RunStore
+from text2reward.runs.records import PromptContext
+from text2reward.runs.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = "metaworld/drawer-close-v3"
@@ -46,7 +47,7 @@ def weakened(program: str, keep: str) -> str:
 def candidate_replies(directory: Path) -> list[Path]:
     """Four replies as a person would paste them: expert, reach-only, in-place-only, heuristic."""
     expert = expert_program()
-    heuristic, _ = compose(get_task(TASK), seed=0, round_index=0, index=0, n=1, temperature=0.0, context={})
+    heuristic, _ = compose(get_task(TASK), seed=0, round_index=0, index=0, n=1, temperature=0.0, context=PromptContext())
     programs = {"expert": expert, "reach_only": weakened(expert, "reach"), "in_place_only": weakened(expert, "in_place"), "heuristic": heuristic}
     paths = []
     for name, program in programs.items():
@@ -57,12 +58,13 @@ def candidate_replies(directory: Path) -> list[Path]:
 
 
 def run_arm(early_stop: bool, replies: list[Path], steps: int, workers: int, runs_dir: Path, threshold: float) -> tuple[RunStore, float]:
-    config = RunConfig(task_id=TASK, backend="file", reply_files=[str(p) for p in replies], rounds=1, samples=len(replies),
-                       steps=steps, workers=workers, screen=False, fix_attempts=0, video=False, final_seeds=0,
-                       compare_expert=False, early_stop=early_stop, success_threshold=threshold)
+    search = RewardSearch(TASK, backend="file", reply_files=[str(p) for p in replies], rounds=1, samples=len(replies),
+                          steps=steps, workers=workers, screen=False, fix_attempts=0, video=False, final_seeds=0,
+                          compare_expert=False, early_stop=early_stop, success_threshold=threshold, runs_dir=runs_dir,
+                          callbacks=[lambda event: print(f"  [early_stop={early_stop}] {event.text}", flush=True) if event.text else None])
     start = time.perf_counter()
-    store = start_run(config, runs_dir, progress=lambda m: print(f"  [early_stop={early_stop}] {m}", flush=True))
-    return store, time.perf_counter() - start
+    result = search.run()
+    return RunStore(result.run_dir), time.perf_counter() - start
 
 
 def main() -> None:
@@ -85,10 +87,10 @@ def main() -> None:
             store, wall = run_arm(early_stop, replies, args.steps, args.workers, runs_dir, args.success_threshold)
             candidates = store.candidates()
             best = best_candidate(candidates)
-            stopped = [f"{c['id']}@{c['stopped_early']['steps']}" for c in candidates if c["status"] == "stopped_early"]
-            steps = sum(c["training"].get("steps", 0) for c in candidates if c.get("training"))
-            rows.append((repeat, early_stop, wall, steps, best["id"] if best else "-",
-                         ", ".join(f"{c['id']} {c['training']['success_rate']:.1f}" for c in candidates if c.get("training")),
+            stopped = [f"{c.id}@{c.stopped_early.steps}" for c in candidates if c.stopped_early is not None]
+            steps = sum(c.training.steps for c in candidates if c.training is not None)
+            rows.append((repeat, early_stop, wall, steps, best.id if best else "-",
+                         ", ".join(f"{c.id} {c.success:.1f}" for c in candidates if c.training is not None),
                          ", ".join(stopped) or "-"))
     print("\n| repeat | early stopping | wall s | env steps trained | best | final success per candidate | stopped |")
     print("| ---: | --- | ---: | ---: | --- | --- | --- |")

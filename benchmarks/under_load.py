@@ -33,6 +33,7 @@ from pathlib import Path
 from policies.config import TrainConfig
 from sim_envs import get_task
 from text2reward.generation.llm.heuristic import compose
+from text2reward.runs.records import PromptContext
 from text2reward.training.job import TrainJob
 from text2reward.training.pool import run_jobs
 
@@ -96,7 +97,7 @@ def legitimate_programs() -> dict[str, tuple[str, str]]:
     """{name: (task, program)}: the heuristic's program and the expert rewrite (where one exists) per task."""
     programs = {}
     for task_id in TASKS:
-        heuristic, _ = compose(get_task(task_id), seed=0, round_index=0, index=0, n=1, temperature=0.0, context={})
+        heuristic, _ = compose(get_task(task_id), seed=0, round_index=0, index=0, n=1, temperature=0.0, context=PromptContext())
         programs[f"heuristic:{task_id}"] = (task_id, heuristic)
         example = ROOT / "prompts" / "examples" / f"{task_id.replace('/', '__')}.py"
         if example.is_file():

@@ -215,8 +215,10 @@ class RunConfig:
 
     # --- records ---
     def to_record(self) -> dict[str, Any]:
-        """config.json: the settings, and the backend's label and nature (readers below the loop show them)."""
-        return {**dataclasses.asdict(self), "author": self.author(), "rule_based": self.backend_spec.rule_based}
+        """config.json: the settings, and what readers below the loop show of the choices they name, in the choices'
+        own words (the backend's label and nature, where the rewards come from)."""
+        return {**dataclasses.asdict(self), "author": self.author(), "rule_based": self.backend_spec.rule_based,
+                "source_text": self.source.report_text.format(keypoints=self.keypoints)}
 
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> RunConfig:

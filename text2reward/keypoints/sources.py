@@ -26,6 +26,8 @@ class RewardSourceSpec:
     """Round 0's prompt shows the keypoints and their reward."""
     adds_keypoint_reward: bool = False
     """The keypoint reward is added to every program the model writes (unless it already holds it)."""
+    report_text: str = ""
+    """How a run's report says where its rewards come from; `{keypoints}` is who placed the points (oracle or model)."""
 
     @property
     def dense_only(self) -> bool:
@@ -54,10 +56,12 @@ def reward_source(name: str) -> RewardSourceSpec:
         raise ConfigError(f"unknown --reward-source {name!r}: choose {', '.join(_SOURCES)}") from None
 
 
-CODE = register_reward_source(RewardSourceSpec("code", "(the model writes the reward)"))
+CODE = register_reward_source(RewardSourceSpec(
+    "code", "(the model writes the reward)", report_text="code (the reward author writes the reward)"))
 KEYPOINTS = register_reward_source(RewardSourceSpec(
     "keypoints", "(a reward from the task's keypoints, see t2r keypoints)", uses_keypoints=True,
-    first_round_is_keypoint_program=True))
+    first_round_is_keypoint_program=True,
+    report_text="keypoints (round 0's reward is written by text2reward from {keypoints} keypoints, not by a language model)"))
 CODE_AND_KEYPOINTS = register_reward_source(RewardSourceSpec(
     "code+keypoints", "(the model's reward plus the keypoint reward)", uses_keypoints=True, prompt_shows_keypoints=True,
-    adds_keypoint_reward=True))
+    adds_keypoint_reward=True, report_text="code+keypoints (the model's code, shown {keypoints} keypoints, plus the keypoint reward)"))

@@ -125,12 +125,3 @@ def format_metres(value: float) -> str:
 
 def format_world(world: Sequence[float]) -> str:
     return "(" + ", ".join(format_metres(v) for v in world) + ")"
-
-
-def reward_source_text(source: str, keypoints: str) -> str:
-    """Where a run's rewards come from, in words (the keypoint source only where keypoints are used)."""
-    if source == "keypoints":
-        return f"keypoints (round 0's reward is written by text2reward from {keypoints} keypoints, not by a language model)"
-    if source == "code+keypoints":
-        return f"code+keypoints (the model's code, shown {keypoints} keypoints, plus the keypoint reward)"
-    return "code (the reward author writes the reward)"

@@ -673,6 +673,8 @@ class RunHeader:
     rule_based: bool
     reward_mode: str
     reward_source: str
+    source_text: str
+    """Where the rewards come from, in the source's own words (recorded at creation; the name alone in older runs)."""
     keypoints: str
     rounds: int
     samples: int
@@ -686,6 +688,7 @@ class RunHeader:
         f = _Fields(data, what)
         return cls(task_id=f.text("task_id"), backend=f.text("backend", ""), model=f.opt_text("model"), author=f.text("author", ""),
                    rule_based=f.flag("rule_based"), reward_mode=f.text("reward_mode", "dense"), reward_source=f.text("reward_source", "code"),
+                   source_text=f.text("source_text", "") or f.text("reward_source", "code"),
                    keypoints=f.text("keypoints", "oracle"), rounds=f.whole("rounds", 1), samples=f.whole("samples", 1),
                    steps=f.opt_whole("steps"), workers=f.whole("workers", 1), seed=f.whole("seed", 0), task_file=f.opt_text("task_file"))
 

@@ -21,7 +21,6 @@ from text2reward.runs.keypoint_record import (
     format_pixel,
     format_world,
     read_keypoint_record,
-    reward_source_text,
 )
 from text2reward.runs.ranking import best_candidate
 from text2reward.runs.records import Candidate, FinalSummary, RoundPrompt, RunHeader, short_reason
@@ -265,7 +264,7 @@ def write_report(store: RunStore, status: RunStatus | None = None, reason: str |
         f"- task: `{header.task_id}`",
         f"- reward author: {header.author}",
         f"- reward mode: {mode_report_text(header.reward_mode)}",
-        f"- reward source: {reward_source_text(header.reward_source, header.keypoints)}",
+        f"- reward source: {header.source_text}",
         f"- rounds x samples: {header.rounds} x {header.samples}; training budget {header.steps or 'task default'} steps; workers {header.workers}",
         f"- tokens: {sum(c.tokens.prompt for c in candidates)} prompt, {sum(c.tokens.completion for c in candidates)} completion",
         *status_lines(store, header, status or store.status(), reason if status else store.state().reason, final),
