@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from policies.reward_modes import REWARD_MODES
 from text2reward.runs.keypoint_record import (
     KEYPOINT_IMAGE,
     KEYPOINT_REWARD,
@@ -28,13 +29,6 @@ from text2reward.runs.store import RunStore
 
 HEURISTIC_LABEL = "heuristic (rule-based composer, no language model)"
 VISION_NOTE = "*A model's reading of the rollout's keyframes, not a measurement: the numbers above are the measurements.*"
-
-
-MODE_TEXT = {
-    "dense": "dense (the program is the reward)",
-    "potential": "potential (compute_potential shapes the task's sparse success reward: gamma * Phi(s') - Phi(s))",
-    "progress": "progress (compute_progress: progress gains plus a count bonus, with the task's sparse success reward)",
-}
 
 
 def _pyplot() -> Any:
@@ -219,12 +213,13 @@ def write_report(store: RunStore, status: str | None = None, reason: str | None 
 
     best = best_candidate(candidates)
     backend = HEURISTIC_LABEL if config.backend == "heuristic" else f"{config.backend} ({config.model or 'pasted replies'})"
+    mode = REWARD_MODES.get(config.reward_mode)
     lines = [
         f"# text2reward run {store.run_id}",
         "",
         f"- task: `{config.task_id}`",
         f"- reward author: {backend}",
-        f"- reward mode: {MODE_TEXT.get(config.reward_mode, config.reward_mode)}",
+        f"- reward mode: {mode.report_text if mode else config.reward_mode}",
         f"- reward source: {reward_source_text(config.reward_source, config.keypoints)}",
         f"- rounds x samples: {config.rounds} x {config.samples}; training budget {config.steps or 'task default'} steps; workers {config.workers}",
         f"- tokens: {sum(c['tokens']['prompt'] for c in candidates)} prompt, {sum(c['tokens']['completion'] for c in candidates)} completion",

@@ -20,6 +20,7 @@ from typing import Any, cast
 
 from policies.config import TrainConfig
 from policies.io import write_json_atomic, write_text_atomic
+from policies.reward_modes import REWARD_MODES
 from sim_envs.errors import ConfigError
 from text2reward.runs.records import Candidate, FinalSummary, RoundSummary, RunState, stamped, upgrade
 
@@ -84,8 +85,8 @@ class RunConfig:
     ray_address: str | None = None
     """With executor "ray": the cluster to join (`--ray-address` / RAY_ADDRESS); None starts a local Ray on 127.0.0.1."""
     reward_mode: str = "dense"
-    """What the model writes and how it trains (policies.reward_modes): "dense" (compute_dense_reward), "potential"
-    (compute_potential, shaping the task's sparse reward) or "progress" (compute_progress, with a count bonus)."""
+    """What the model writes and how it trains: a registered reward mode's name (policies.reward_modes.REWARD_MODES:
+    "dense", "potential" or "progress" built in), whose RewardModeSpec says the rest."""
     tune: int = 0
     """Tuning trials for the best candidate after the last round (`--tune N`; text2reward.tuning); 0: none."""
     reward_source: str = "code"
@@ -137,7 +138,8 @@ class RunConfig:
             raise ConfigError(f"unknown --reward-source {self.reward_source!r}: choose {', '.join(REWARD_SOURCES)}")
         if self.keypoints not in ("oracle", "model"):
             raise ConfigError(f"unknown --keypoints {self.keypoints!r}: choose oracle (true points) or model (the backend points)")
-        if self.reward_source != "code" and self.reward_mode != "dense":
+        mode = REWARD_MODES.get(self.reward_mode)
+        if self.reward_source != "code" and (mode is None or mode.needs_program):
             raise ConfigError(f"--reward-source {self.reward_source} writes a dense reward: use it with --reward-mode dense")
         if self.reward_source != "code" and self.keypoints == "model" and not self.vision:
             raise ConfigError("--keypoints model reads an image: add --vision (the model must accept images), or use --keypoints oracle")
