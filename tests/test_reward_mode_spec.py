@@ -82,6 +82,7 @@ class NegatedCost(gym.Wrapper):
         info["cost"] = float(cost)
         info["reward_components"] = {"cost": float(cost), **{f"cost.{k}": v for k, v in info["reward_components"].items()}}
         reward = -float(cost)
+        # the action as SB3 gave it (float32), the dtype the program computes its effort in
         self.steps.append({"reward": reward, "action": np.array(action), "ee": np.array(view.robot.ee_position),
                            "goal": np.array(view.goal_position), "done": terminated or truncated})
         return obs, reward, terminated, truncated, info
@@ -217,7 +218,14 @@ def test_the_cost_mode_is_prompted_extracted_checked_and_screened(cost_mode):
     assert screening.returns_success[0] == pytest.approx(-sum(costs[0][: first.length]), rel=1e-12)
 
 
-def test_consumers_read_the_spec_not_the_name(cost_mode):
+def test_consumers_read_the_spec_not_the_name(cost_mode, tmp_path):
+    from text2reward.runs.report import write_report
+    from text2reward.runs.store import RunConfig, RunStore
+
+    store = RunStore.create(tmp_path, RunConfig(task_id=TASK, reward_mode="cost"))
+    assert "- reward mode: cost (compute_cost: the training reward is minus the cost)\n" in write_report(store).read_text()
+    with pytest.raises(ConfigError, match="--reward-source keypoints writes a dense reward"):  # a keypoint program is no cost
+        RunConfig(task_id=TASK, reward_source="keypoints", reward_mode="cost").validate()
     with pytest.raises(ConfigError, match=r"^--reward-mode cost needs a reward program; pass --reward PATH.py defining "
                                           r"compute_cost\(self, action\), or drop --reward-mode$"):
         require_program("cost", "expert")
