@@ -85,6 +85,8 @@ class RewardModeSpec:
     """Jinja source of the system message's lines on what the model writes (a built-in mode includes prompts/modes/<name>/)."""
     contract: str
     """Jinja source of the prompt's contract section, rendered with the prompt's variables (e.g. extending "_contract.j2")."""
+    summary: str
+    """The mode in a few words, for `--reward-mode`'s help ("potential (compute_potential shapes the sparse success reward)")."""
     report_text: str
     """How a run's report names the mode: what the program computes and what training pays."""
     heuristic_doc: str | None = None

@@ -50,6 +50,8 @@ from policies.mode_spec import (
 )
 from sim_envs.errors import ConfigError, RewardProgramError
 
+DEFAULT_REWARD_MODE = "dense"
+"""The mode a run and a training use unless told otherwise: the program is the reward."""
 DEFAULT_GAMMA = 0.99
 """SB3's and SBX's discount when a family's settings name none; the shaping must use the one that trains."""
 PROGRESS_WEIGHT = 1.0
@@ -64,6 +66,18 @@ OBJECT_CELL = 0.05
 def check_mode(mode: str) -> str:
     """The mode, or a one-line ConfigError naming the choices."""
     return reward_mode(mode).name
+
+
+def mode_help() -> str:
+    """`--reward-mode`'s help: each registered mode in a few words."""
+    summaries = [spec.summary for spec in REWARD_MODES.values()]
+    return summaries[0] if len(summaries) == 1 else f"{', '.join(summaries[:-1])} or {summaries[-1]}"
+
+
+def mode_report_text(mode: str) -> str:
+    """How a run's report names its reward mode (a mode no longer registered: its name)."""
+    spec = REWARD_MODES.get(mode)
+    return mode if spec is None else spec.report_text
 
 
 def entry_point(mode: str) -> str:
@@ -220,6 +234,7 @@ DENSE = RewardModeSpec(
     ),
     system_prompt='{% include "modes/dense/system.j2" %}',
     contract='{% include "modes/dense/contract.j2" %}',
+    summary="dense (the program is the reward)",
     report_text="dense (the program is the reward)",
     heuristic_doc="Rule-based staged reward (see the header): returns (total, {component: value}).",
 )
@@ -243,6 +258,7 @@ POTENTIAL = RewardModeSpec(
     ),
     system_prompt='{% include "modes/potential/system.j2" %}',
     contract='{% include "modes/potential/contract.j2" %}',
+    summary="potential (compute_potential shapes the sparse success reward)",
     report_text="potential (compute_potential shapes the task's sparse success reward: gamma * Phi(s') - Phi(s))",
     heuristic_doc="Rule-based staged potential (see the header): returns (value, {component: value}); "
                   "training adds gamma * its change to the task's success reward.",
@@ -266,6 +282,7 @@ PROGRESS = RewardModeSpec(
     ),
     system_prompt='{% include "modes/progress/system.j2" %}',
     contract='{% include "modes/progress/contract.j2" %}',
+    summary="progress (compute_progress, with a count bonus)",
     report_text="progress (compute_progress: progress gains plus a count bonus, with the task's sparse success reward)",
     heuristic_doc="Rule-based staged progress in [0, 1] (see the header): the weighted share of the stages met; "
                   "returns (progress, {component: value}).",
@@ -277,7 +294,7 @@ for _spec in BUILT_IN_MODES:
     register_reward_mode(_spec)
 
 
-__all__ = ["BUILT_IN_MODES", "COUNT_BONUS", "DEFAULT_GAMMA", "DENSE", "OBJECT_CELL", "POTENTIAL", "PROGRESS", "PROGRESS_BINS",
+__all__ = ["BUILT_IN_MODES", "COUNT_BONUS", "DEFAULT_GAMMA", "DEFAULT_REWARD_MODE", "DENSE", "OBJECT_CELL", "POTENTIAL", "PROGRESS", "PROGRESS_BINS",
            "PROGRESS_WEIGHT", "REWARD_MODES", "PotentialShaping", "ProgressBonus", "RewardModeSpec", "ScreeningMeasure",
-           "check_mode", "entry_point", "program_mode", "register_reward_mode", "require_program", "reward_mode",
+           "check_mode", "entry_point", "mode_help", "mode_report_text", "program_mode", "register_reward_mode", "require_program", "reward_mode",
            "runnable_source", "unregister_reward_mode", "wrap_for_mode"]

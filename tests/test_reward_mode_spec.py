@@ -17,6 +17,7 @@ from policies.reward_modes import (
     RewardModeSpec,
     ScreeningMeasure,
     check_mode,
+    mode_help,
     register_reward_mode,
     require_program,
     reward_mode,
@@ -107,6 +108,7 @@ COST = RewardModeSpec(
                                "A useful cost is lower along successful rollouts than along failed ones.", negated_total),
     system_prompt=COST_SYSTEM,
     contract=COST_CONTRACT,
+    summary="cost (compute_cost, the reward is minus it)",
     report_text="cost (compute_cost: the training reward is minus the cost)",
 )
 
@@ -222,6 +224,8 @@ def test_consumers_read_the_spec_not_the_name(cost_mode, tmp_path):
     from text2reward.runs.report import write_report
     from text2reward.runs.store import RunConfig, RunStore
 
+    assert mode_help() == ("dense (the program is the reward), potential (compute_potential shapes the sparse success reward), "
+                           "progress (compute_progress, with a count bonus) or cost (compute_cost, the reward is minus it)")
     store = RunStore.create(tmp_path, RunConfig(task_id=TASK, reward_mode="cost"))
     assert "- reward mode: cost (compute_cost: the training reward is minus the cost)\n" in write_report(store).read_text()
     with pytest.raises(ConfigError, match="--reward-source keypoints writes a dense reward"):  # a keypoint program is no cost

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from policies.reward_modes import REWARD_MODES
+from policies.reward_modes import mode_report_text
 from text2reward.runs.keypoint_record import (
     KEYPOINT_IMAGE,
     KEYPOINT_REWARD,
@@ -213,13 +213,12 @@ def write_report(store: RunStore, status: str | None = None, reason: str | None 
 
     best = best_candidate(candidates)
     backend = HEURISTIC_LABEL if config.backend == "heuristic" else f"{config.backend} ({config.model or 'pasted replies'})"
-    mode = REWARD_MODES.get(config.reward_mode)
     lines = [
         f"# text2reward run {store.run_id}",
         "",
         f"- task: `{config.task_id}`",
         f"- reward author: {backend}",
-        f"- reward mode: {mode.report_text if mode else config.reward_mode}",
+        f"- reward mode: {mode_report_text(config.reward_mode)}",
         f"- reward source: {reward_source_text(config.reward_source, config.keypoints)}",
         f"- rounds x samples: {config.rounds} x {config.samples}; training budget {config.steps or 'task default'} steps; workers {config.workers}",
         f"- tokens: {sum(c['tokens']['prompt'] for c in candidates)} prompt, {sum(c['tokens']['completion'] for c in candidates)} completion",
