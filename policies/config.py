@@ -14,8 +14,9 @@ class TrainConfig:
     out_dir: Path
     reward: str = "expert"
     reward_mode: str = "dense"
-    """How a "code" reward's program becomes the training reward (policies.reward_modes): "dense" (the program is
-    the reward), "potential" (sparse success plus gamma*Phi(s') - Phi(s)) or "progress" (progress gains plus a count bonus)."""
+    """How a "code" reward's program becomes the training reward: a registered reward mode's name (policies.reward_modes:
+    "dense", the program is the reward; "potential", sparse success plus gamma*Phi(s') - Phi(s); "progress", progress
+    gains plus a count bonus), whose RewardModeSpec says the rest."""
     steps: int | None = None
     seed: int = 0
     device: str = "auto"

@@ -12,7 +12,7 @@ written, jailed, or a trusted file) reads the whole state view (gripper, object,
 them) and may keep state across steps; scoring a replayed step under another goal would mean re-running it
 on a view edited to hold that goal, for each of the thousands of replayed steps in a batch, and trusting the
 edit to be the state it describes. So `--her` refuses a program (and the potential and progress modes, which
-shape one): train it without HER, or use `--reward sparse --her`.
+shape one: `RewardModeSpec.shapes_sparse_reward`): train it without HER, or use `--reward sparse --her`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from policies.algorithms import get_algorithm
+from policies.reward_modes import REWARD_MODES
 from sim_envs.errors import ConfigError
 from sim_envs.task import Task
 
@@ -42,7 +43,8 @@ def her_refusal(task: Task, algo: str, relabels: bool, reward_mode: str = "dense
     if not task.is_multi_goal:
         return (f"--her needs a multi-goal task (observations with an achieved and a desired goal), and {task.id} has "
                 "no goals; drop --her (Fetch tasks have goals)")
-    if reward_mode != "dense":
+    spec = REWARD_MODES.get(reward_mode)
+    if spec is None or spec.shapes_sparse_reward:
         return (f"--her cannot relabel --reward-mode {reward_mode}: it shapes a reward program, which reads the whole "
                 "state and cannot be re-scored for another goal; drop --her, or use --reward sparse --her")
     if not relabels:

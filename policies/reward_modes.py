@@ -17,10 +17,14 @@ Why modes: a raw dense reward's optimum may differ from the task's. Two shapes k
   exploration bonus `COUNT_BONUS / sqrt(N)` over cells of (progress level, object position), where N counts
   this env's visits to the cell over all of training: unseen progress levels pay, revisited ones fade.
 
-The sandbox runs one entry point, `compute_dense_reward(self, action)`; `runnable_source` (policies.reward_program) appends
-to a potential or progress program a two-line adapter that calls the mode's function, so the jail, its limits
-and its verdicts are the same for every mode. The wrappers below compute the shaping in the training
-process, from the program's values: the parent trusts only the numbers the jailed worker returns.
+The sandbox runs one entry point, `compute_dense_reward(self, action)`; `runnable_source` appends to a potential
+or progress program a two-line adapter that calls the mode's function, so the jail, its limits and its verdicts
+are the same for every mode. The wrappers below compute the shaping in the training process, from the program's
+values: the parent trusts only the numbers the jailed worker returns.
+
+Each mode is a `RewardModeSpec` (policies.mode_spec), registered at the bottom of this module; everything else
+reads the spec's fields. A new mode: a module that builds its spec (and its wrapper, its prompt templates under
+prompts/modes/<name>/), and one line in `BUILT_IN_MODES` below.
 """
 
 from __future__ import annotations
@@ -32,11 +36,20 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from policies.reward_program import MODE_SIGNATURES, runnable_source
-from sim_envs.errors import ConfigError
+from policies.mode_spec import (
+    ENTRY_POINT,
+    REWARD_MODES,
+    RewardModeSpec,
+    ScreeningMeasure,
+    calling_adapter,
+    register_reward_mode,
+    reward_mode,
+    rise,
+    total,
+    unregister_reward_mode,
+)
+from sim_envs.errors import ConfigError, RewardProgramError
 
-REWARD_MODES: dict[str, str] = {mode: name for mode, (name, _) in MODE_SIGNATURES.items()}
-"""Mode -> the function the model writes."""
 DEFAULT_REWARD_MODE = "dense"
 """The mode a run and a training use unless told otherwise: the program is the reward."""
 DEFAULT_GAMMA = 0.99
@@ -52,39 +65,52 @@ OBJECT_CELL = 0.05
 
 def check_mode(mode: str) -> str:
     """The mode, or a one-line ConfigError naming the choices."""
-    if mode not in REWARD_MODES:
-        raise ConfigError(f"unknown reward mode {mode!r} (--reward-mode); use one of {', '.join(REWARD_MODES)}")
-    return mode
+    return reward_mode(mode).name
 
 
 def mode_help() -> str:
-    """`--reward-mode`'s help: each mode and what the model writes for it."""
-    return ("dense (the program is the reward), potential (compute_potential shapes the sparse success reward) "
-            "or progress (compute_progress, with a count bonus)")
-
-
-MODE_REPORT_TEXT = {
-    "dense": "dense (the program is the reward)",
-    "potential": "potential (compute_potential shapes the task's sparse success reward: gamma * Phi(s') - Phi(s))",
-    "progress": "progress (compute_progress: progress gains plus a count bonus, with the task's sparse success reward)",
-}
+    """`--reward-mode`'s help: each registered mode in a few words."""
+    summaries = [spec.summary for spec in REWARD_MODES.values()]
+    return summaries[0] if len(summaries) == 1 else f"{', '.join(summaries[:-1])} or {summaries[-1]}"
 
 
 def mode_report_text(mode: str) -> str:
-    """How a run's report names its reward mode."""
-    return MODE_REPORT_TEXT.get(mode, mode)
+    """How a run's report names its reward mode (a mode no longer registered: its name)."""
+    spec = REWARD_MODES.get(mode)
+    return mode if spec is None else spec.report_text
 
 
 def entry_point(mode: str) -> str:
-    return REWARD_MODES[check_mode(mode)]
+    """The function a program of `mode` defines."""
+    return reward_mode(mode).function
 
 
 def require_program(mode: str, reward: str) -> str:
-    """The mode, refused in one line when it would shape a built-in reward: a potential or progress mode needs a program."""
-    if check_mode(mode) != "dense" and reward in ("expert", "sparse"):
-        raise ConfigError(f"--reward-mode {mode} shapes a reward program; pass --reward PATH.py defining "
-                          f"{entry_point(mode)}(self), or drop --reward-mode")
+    """The mode, refused in one line when it would apply to a built-in reward: a potential or progress mode needs a program."""
+    spec = reward_mode(mode)
+    if spec.needs_program and reward in ("expert", "sparse"):
+        what = "shapes" if spec.shapes_sparse_reward else "needs"
+        raise ConfigError(f"--reward-mode {mode} {what} a reward program; pass --reward PATH.py defining "
+                          f"{spec.signature}, or drop --reward-mode")
     return mode
+
+
+def program_mode(mode: str) -> RewardModeSpec:
+    """The spec of the mode a program is written for; an unknown mode is the program's error (RewardProgramError)."""
+    spec = REWARD_MODES.get(mode)
+    if spec is None:
+        raise RewardProgramError(f"unknown reward mode {mode!r}; use one of {', '.join(REWARD_MODES)}")
+    return spec
+
+
+def runnable_source(source: str, mode: str) -> str:
+    """The program a reward worker runs: a dense program as written; a potential or progress program with an
+    adapter that makes its value the worker's `total` (the mode's wrapper turns that into a reward), so every
+    mode runs through the one entry point, in the jail and in process alike."""
+    spec = program_mode(mode)
+    if spec.adapter is None:
+        return source
+    return source.rstrip("\n") + "\n" + spec.adapter
 
 
 def object_position(view: Any) -> np.ndarray | None:
@@ -184,13 +210,91 @@ def clip_progress(value: float) -> float:
 
 def wrap_for_mode(env: gym.Env, mode: str, gamma: float) -> gym.Env:
     """The env a mode trains on, around a TaskRewardWrapper whose reward_fn is the mode's program."""
-    if check_mode(mode) == "potential":
-        return PotentialShaping(env, gamma)
-    if mode == "progress":
-        return ProgressBonus(env, gamma)
-    return env
+    spec = reward_mode(mode)
+    return env if spec.wrap is None else spec.wrap(env, gamma)
 
 
-__all__ = ["COUNT_BONUS", "DEFAULT_GAMMA", "OBJECT_CELL", "PROGRESS_BINS", "PROGRESS_WEIGHT", "REWARD_MODES", "PotentialShaping",
-           "ProgressBonus", "check_mode", "entry_point", "require_program",
-           "runnable_source", "wrap_for_mode"]
+# --------------------------------------------------------------------------- the built-in modes
+
+DENSE = RewardModeSpec(
+    name="dense",
+    function=ENTRY_POINT,
+    parameters=("self", "action"),
+    noun="reward",
+    value_noun="reward",
+    value_range=None,
+    adapter=None,
+    wrap=None,
+    shapes_sparse_reward=False,
+    screening=ScreeningMeasure(
+        "return", "Returns (sum of per-step totals over a rollout)",
+        "A useful dense reward gives successful rollouts a higher return than failed ones: progress towards "
+        "the goal and completing the task must pay more than idling, flailing or moving at random.",
+        total,
+    ),
+    system_prompt='{% include "modes/dense/system.j2" %}',
+    contract='{% include "modes/dense/contract.j2" %}',
+    summary="dense (the program is the reward)",
+    report_text="dense (the program is the reward)",
+    heuristic_doc="Rule-based staged reward (see the header): returns (total, {component: value}).",
+)
+
+POTENTIAL = RewardModeSpec(
+    name="potential",
+    function="compute_potential",
+    parameters=("self",),
+    noun="potential",
+    value_noun="potential",
+    value_range=None,
+    adapter=calling_adapter("potential", "compute_potential", ("self",)),
+    wrap=PotentialShaping,
+    shapes_sparse_reward=True,
+    screening=ScreeningMeasure(
+        "rise of the potential", "Rises (the potential at the last step minus at the first; the shaped return gains "
+        "gamma^T times the last minus the first)",
+        "A useful potential rises more along successful rollouts than along failed ones: states closer to completing "
+        "the task must score higher than where idling, flailing or random moves end up.",
+        rise,
+    ),
+    system_prompt='{% include "modes/potential/system.j2" %}',
+    contract='{% include "modes/potential/contract.j2" %}',
+    summary="potential (compute_potential shapes the sparse success reward)",
+    report_text="potential (compute_potential shapes the task's sparse success reward: gamma * Phi(s') - Phi(s))",
+    heuristic_doc="Rule-based staged potential (see the header): returns (value, {component: value}); "
+                  "training adds gamma * its change to the task's success reward.",
+)
+
+PROGRESS = RewardModeSpec(
+    name="progress",
+    function="compute_progress",
+    parameters=("self",),
+    noun="progress function",
+    value_noun="progress",
+    value_range=(0.0, 1.0),
+    adapter=calling_adapter("progress", "compute_progress", ("self",)),
+    wrap=ProgressBonus,
+    shapes_sparse_reward=True,
+    screening=ScreeningMeasure(
+        "rise of the progress", "Rises (the progress at the last step minus at the first)",
+        "A useful progress function rises more along successful rollouts than along failed ones: it must reach its "
+        "high levels only by doing the task, not by idling, flailing or moving at random.",
+        rise,
+    ),
+    system_prompt='{% include "modes/progress/system.j2" %}',
+    contract='{% include "modes/progress/contract.j2" %}',
+    summary="progress (compute_progress, with a count bonus)",
+    report_text="progress (compute_progress: progress gains plus a count bonus, with the task's sparse success reward)",
+    heuristic_doc="Rule-based staged progress in [0, 1] (see the header): the weighted share of the stages met; "
+                  "returns (progress, {component: value}).",
+)
+
+BUILT_IN_MODES = (DENSE, POTENTIAL, PROGRESS)
+"""Registered here, in this order (the order `--reward-mode`'s errors list them in)."""
+for _spec in BUILT_IN_MODES:
+    register_reward_mode(_spec)
+
+
+__all__ = ["BUILT_IN_MODES", "COUNT_BONUS", "DEFAULT_GAMMA", "DEFAULT_REWARD_MODE", "DENSE", "OBJECT_CELL", "POTENTIAL", "PROGRESS", "PROGRESS_BINS",
+           "PROGRESS_WEIGHT", "REWARD_MODES", "PotentialShaping", "ProgressBonus", "RewardModeSpec", "ScreeningMeasure",
+           "check_mode", "entry_point", "mode_help", "mode_report_text", "program_mode", "register_reward_mode", "require_program", "reward_mode",
+           "runnable_source", "unregister_reward_mode", "wrap_for_mode"]

@@ -14,26 +14,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from policies.mode_spec import ENTRY_POINT
+from policies.reward_modes import REWARD_MODES, program_mode, runnable_source
 from sim_envs.errors import ConfigError, RewardProgramError
-
-ENTRY_POINT = "compute_dense_reward"
-MODE_SIGNATURES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "dense": (ENTRY_POINT, ("self", "action")),
-    "potential": ("compute_potential", ("self",)),
-    "progress": ("compute_progress", ("self",)),
-}
-"""Reward mode -> the function a program defines and its parameters (policies.reward_modes says what each mode
-trains on). Here, beside the entry point, because the sandbox's static check and extraction need it without Gymnasium."""
-MODE_ENTRY_NAMES = frozenset(name for name, _ in MODE_SIGNATURES.values())
 
 
 def mode_signature(mode: str) -> tuple[str, str]:
     """(function name, its signature as the prompt writes it) of a reward mode, e.g. ("compute_potential",
-    "compute_potential(self)"); the one place an unknown mode is refused for programs."""
-    if mode not in MODE_SIGNATURES:
-        raise RewardProgramError(f"unknown reward mode {mode!r}; use one of {', '.join(MODE_SIGNATURES)}")
-    name, parameters = MODE_SIGNATURES[mode]
-    return name, f"{name}({', '.join(parameters)})"
+    "compute_potential(self)"); an unknown mode is refused as the program's error (policies.reward_modes.program_mode)."""
+    spec = program_mode(mode)
+    return spec.function, spec.signature
 
 
 class RewardFunction(Protocol):
@@ -175,14 +165,16 @@ def find_entry_point(tree: ast.Module, origin: str, mode: str = "dense") -> ast.
 
     Extra parameters are fine when they have defaults (`obs=None`, `scale=1.0`) or are `*args` /
     `**kwargs`; a further required parameter or a keyword-only one without a default is not."""
-    name, signature = mode_signature(mode)
+    spec = program_mode(mode)
+    name, signature = spec.function, spec.signature
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == name:
-            problem = _signature_problem(node.args, len(MODE_SIGNATURES[mode][1]))
+            problem = _signature_problem(node.args, len(spec.parameters))
             if problem:
                 raise RewardProgramError(f"{origin}: {name} {problem}; it must be {signature} (any further parameters need defaults)")
             return node
-    other = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in MODE_ENTRY_NAMES and n.name != name]
+    entry_names = {other.function for other in REWARD_MODES.values()}
+    other = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in entry_names and n.name != name]
     wrong_mode = f" (it defines {other[0]}, which another reward mode asks for; this run's mode is {mode})" if other else ""
     raise RewardProgramError(f"{origin} defines no {signature}{wrong_mode}; add that function at module level")
 
@@ -200,23 +192,6 @@ def _signature_problem(args: ast.arguments, count: int = 2) -> str | None:
     if missing:
         return f"has the keyword-only parameter '{missing[0]}' without a default; give it a default value or remove it"
     return None
-
-
-ADAPTER = """
-
-def compute_dense_reward(self, action):  # added by text2reward: the {mode} mode calls {entry}(self)
-    return {entry}(self)
-"""
-
-
-def runnable_source(source: str, mode: str) -> str:
-    """The program a reward worker runs: a dense program as written; a potential or progress program with an
-    adapter that makes its value the worker's `total` (policies.reward_modes turns that into a reward), so every
-    mode runs through the one entry point, in the jail and in process alike."""
-    name, _ = mode_signature(mode)
-    if mode == "dense":
-        return source
-    return source.rstrip("\n") + "\n" + ADAPTER.format(mode=mode, entry=name)
 
 
 def compile_reward(source: str, origin: str = "reward", mode: str = "dense") -> Callable[..., Any]:

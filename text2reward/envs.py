@@ -19,7 +19,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from policies.reward_modes import DEFAULT_GAMMA
+from policies.reward_modes import DEFAULT_GAMMA, REWARD_MODES
 from sim_envs.errors import ConfigError
 
 NAMESPACE = "text2reward"
@@ -64,7 +64,8 @@ def make(task_id: str, reward: str = "expert", trusted_reward: bool = False, see
         reward_fn: Any = reward_from_spec(reward)
     else:
         reward_fn = reward_from_file(reward, trusted_reward, reward_mode)
-    if reward_mode != "dense" and reward in ("expert", "sparse"):
+    spec = REWARD_MODES.get(reward_mode)
+    if (spec is None or spec.needs_program) and reward in ("expert", "sparse"):
         raise ConfigError(f"reward_mode={reward_mode!r} shapes a reward program; pass reward='PATH.py' with the mode's function")
     env = make_task_env(task, reward_fn, seed=seed, render_mode=render_mode, reward_mode=reward_mode, gamma=gamma, flatten=flatten)
     return _ClosesReward(env, reward_fn)

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from policies.evaluate import run_episode
+from policies.reward_modes import reward_mode
 from policies.reward_program import SparseReward
 from policies.task_env import make_task_env
 from sim_envs.errors import ConfigError, RewardProgramError
@@ -250,27 +251,13 @@ def _summary(values: np.ndarray) -> str:
     return f"mean {np.mean(values):.4g} (min {min(values):.4g}, max {max(values):.4g})"
 
 
-MEASURES = {
-    "dense": ("return", "Returns (sum of per-step totals over a rollout)",
-              "A useful dense reward gives successful rollouts a higher return than failed ones: progress towards "
-              "the goal and completing the task must pay more than idling, flailing or moving at random."),
-    "potential": ("rise of the potential", "Rises (the potential at the last step minus at the first; the shaped return gains "
-                  "gamma^T times the last minus the first)",
-                  "A useful potential rises more along successful rollouts than along failed ones: states closer to completing "
-                  "the task must score higher than where idling, flailing or random moves end up."),
-    "progress": ("rise of the progress", "Rises (the progress at the last step minus at the first)",
-                 "A useful progress function rises more along successful rollouts than along failed ones: it must reach its "
-                 "high levels only by doing the task, not by idling, flailing or moving at random."),
-}
-"""Reward mode -> what screening compares per rollout, how the text names it, and the advice on a failure. A dense
-reward's rollouts are compared by return; a potential's or a progress's by how much the value rose, which is what
-the shaped training reward pays over an episode (policies.reward_modes)."""
-
-
 def screen(returns_success: Sequence[float], returns_failure: Sequence[float], threshold: float = 0.8,
            failure_kinds: Sequence[str] | None = None, mode: str = "dense") -> ScreeningResult:
-    """Score = fraction of (success, failure) pairs where the success return (or rise) is strictly higher."""
-    measure, measure_text, advice = MEASURES[mode]
+    """Score = fraction of (success, failure) pairs where the success return (or rise) is strictly higher. The mode's
+    spec names the measure and gives the advice (a dense reward's rollouts are compared by return; a potential's or a
+    progress's by how much the value rose, which is what the shaped training reward pays over an episode)."""
+    spec = reward_mode(mode)
+    measure, measure_text, advice = spec.screening.name, spec.screening.description, spec.screening.advice
     if not returns_success or not returns_failure:
         raise ConfigError(
             "screening needs at least one successful and one failed rollout; this task's scripted policy "
@@ -285,14 +272,14 @@ def screen(returns_success: Sequence[float], returns_failure: Sequence[float], t
     kinds = list(failure_kinds) if failure_kinds is not None else []
     lines = [
         f"Screening before training: over {succ.size} successful and {fail.size} failed rollouts of this task, "
-        f"your {'reward' if mode == 'dense' else mode} gave the successful rollout the higher {measure} in {wins} of {pairs} pairs "
+        f"your {spec.value_noun} gave the successful rollout the higher {measure} in {wins} of {pairs} pairs "
         f"(score {score:.2f}, needed {threshold:.2f}): {'passed' if passed else 'FAILED'}.",
         f"{measure_text}: successful {_summary(succ)}; failed {_summary(fail)}.",
     ]
     if not (np.all(np.isfinite(succ)) and np.all(np.isfinite(fail))):
         lines.append(f"Some {measure}s are not finite (nan or inf): every per-step value must be a finite number.")
     if np.ptp(np.concatenate([succ, fail])) == 0:
-        lines.append(f"Every rollout got exactly the same {measure}: the {'reward' if mode == 'dense' else mode} does not depend on what the robot does.")
+        lines.append(f"Every rollout got exactly the same {measure}: the {spec.value_noun} does not depend on what the robot does.")
     if kinds and len(kinds) == fail.size:
         by_kind = []
         for kind in dict.fromkeys(kinds):
@@ -307,8 +294,9 @@ def screen(returns_success: Sequence[float], returns_failure: Sequence[float], t
 
 def screen_program(task: Task, code: str, screening_set: ScreeningSet, run_returns: RunReturns, threshold: float = 0.8,
                    mode: str = "dense") -> ScreeningResult:
-    """Run `code` over every screening step (one `run_returns` call) and compare episode returns (a dense reward)
-    or rises (a potential or progress: its value at the last step minus at the first)."""
+    """Run `code` over every screening step (one `run_returns` call) and compare each rollout's score under the mode's
+    measure: the return of a dense reward, the rise of a potential or progress (its value at the last step minus at the first)."""
+    score = reward_mode(mode).screening.score
     if screening_set.task_id != task.id:
         raise ConfigError(f"screening set is for {screening_set.task_id}, not {task.id}; build one with screening_trajectories(task)")
     successes, failures = screening_set.successes, screening_set.failures
@@ -324,6 +312,6 @@ def screen_program(task: Task, code: str, screening_set: ScreeningSet, run_retur
     returns, start = [], 0
     for trajectory in successes + failures:
         values = np.asarray(totals[start : start + trajectory.length], dtype=float)
-        returns.append(float(np.sum(values)) if mode == "dense" else float(values[-1] - values[0]))
+        returns.append(score(values))
         start += trajectory.length
     return screen(returns[: len(successes)], returns[len(successes) :], threshold, [t.kind for t in failures], mode)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from policies.config import TrainConfig
-from policies.reward_modes import DEFAULT_REWARD_MODE, check_mode
+from policies.reward_modes import DEFAULT_REWARD_MODE, check_mode, reward_mode
 from sim_envs import get_task, load_task_file
 from sim_envs.task import Task
 from text2reward.errors import ConfigError
@@ -262,7 +262,7 @@ class RunConfig:
         self.executor_spec  # noqa: B018 - a name outside the registry is refused here
         if self.keypoints not in KEYPOINT_FINDERS:
             raise ConfigError(f"unknown --keypoints {self.keypoints!r}: choose oracle (true points) or model (the backend points)")
-        if source.dense_only and self.reward_mode != DEFAULT_REWARD_MODE:
+        if source.dense_only and reward_mode(self.reward_mode).needs_program:
             raise ConfigError(f"--reward-source {self.reward_source} writes a {DEFAULT_REWARD_MODE} reward: use it with "
                               f"--reward-mode {DEFAULT_REWARD_MODE}")
         if source.uses_keypoints and self.keypoints == "model" and not self.vision:

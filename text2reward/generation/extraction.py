@@ -14,7 +14,8 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from policies.reward_program import find_entry_point, mode_signature
+from policies.reward_modes import program_mode
+from policies.reward_program import find_entry_point
 from sim_envs.errors import RewardProgramError
 
 __all__ = ["Extraction", "extract_code"]
@@ -62,9 +63,9 @@ class _Entry:
 
     @classmethod
     def for_mode(cls, mode: str) -> _Entry:
-        name, signature = mode_signature(mode)
-        pattern = re.compile(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{name}\b", re.MULTILINE)
-        return cls(mode, name, signature, pattern)
+        spec = program_mode(mode)
+        pattern = re.compile(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{spec.function}\b", re.MULTILINE)
+        return cls(mode, spec.function, spec.signature, pattern)
 
     @property
     def fix(self) -> str:
@@ -100,8 +101,8 @@ def _parse_block(source: str) -> _Block:
 
 
 def extract_code(reply_text: str | None, mode: str = "dense") -> Extraction:
-    """The reward program in a model's reply, or a clear reason why there is none. `mode` names the function
-    the program must define (`compute_dense_reward`, or `compute_potential` / `compute_progress`)."""
+    """The reward program in a model's reply, or a clear reason why there is none. `mode` names the registered
+    reward mode whose function the program must define (`compute_dense_reward`, `compute_potential`...)."""
     entry = _Entry.for_mode(mode)
     if reply_text is None:
         return Extraction(None, "no reply text came back (the request failed or returned nothing); nothing to extract", False)

@@ -17,8 +17,8 @@ from typing import Any
 
 import jinja2
 
-from policies.reward_modes import check_mode
-from policies.reward_program import mode_signature
+from policies import reward_modes
+from policies.reward_modes import RewardModeSpec
 from prompts import EXAMPLES_DIR, PROMPTS_DIR
 from sim_envs.errors import ConfigError
 from sim_envs.scale_hints import RESETS as SCALE_RESETS
@@ -79,20 +79,32 @@ def render_template(name: str, **context: Any) -> str:
     return template.render(**context).strip() + "\n"
 
 
+def mode_templates(spec: RewardModeSpec) -> dict[str, Any]:
+    """What the templates read of a reward mode: its spec (`mode_spec`: nouns, whether it takes an action...) and its
+    system lines and contract section, compiled from the spec's Jinja source (`mode_system`, `mode_contract`, which the
+    templates include with their own variables; a built-in mode's source includes prompts/modes/<name>/)."""
+    return {"mode_spec": spec, "mode_system": _compiled(spec.system_prompt), "mode_contract": _compiled(spec.contract),
+            "entry": spec.function, "entry_signature": spec.signature}
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled(source: str) -> jinja2.Template:
+    return template_environment().from_string(source.strip("\n") + "\n")
+
+
 def _messages(task: Task, template: str, reward_mode: str = "dense", **context: Any) -> list[Message]:
     """[system, user]: every prompt is self-contained, so it does not depend on earlier turns.
 
     The contract's list of imports is rendered from the sandbox's own allow-list and pre-imported
-    names, so the prompt promises exactly what validation and training accept. `reward_mode` picks the
-    function asked for (`compute_dense_reward`, `compute_potential` or `compute_progress`) and its contract."""
-    name, signature = mode_signature(check_mode(reward_mode))
+    names, so the prompt promises exactly what validation and training accept. `reward_mode` (a registered
+    mode's name) picks the function asked for and its contract: the mode's spec holds both (`mode_templates`)."""
+    spec = mode_templates(reward_modes.reward_mode(reward_mode))
     user = render_template(
         template, task=task, view_doc=render_view_doc(task), allowed_modules=ALLOWED_MODULES, preimported=PREIMPORTED,
-        scale_hints=describe_scale_hints(scale_hints(task)), scale_resets=SCALE_RESETS, reward_mode=reward_mode,
-        entry=name, entry_signature=signature, **context
+        scale_hints=describe_scale_hints(scale_hints(task)), scale_resets=SCALE_RESETS, **spec, **context
     )
     return [
-        {"role": "system", "content": render_template("system.j2", reward_mode=reward_mode)},
+        {"role": "system", "content": render_template("system.j2", **spec)},
         {"role": "user", "content": user},
     ]
 

@@ -192,15 +192,17 @@ def reward_from_file(spec: str, trusted: bool = False, mode: str = "dense") -> A
     then the same worker and namespace (pre-imported `np` and `math`) at the first call. A trusted
     file skips the static pass (the user vouches for its imports) but runs in the same namespace. `mode` is
     the reward mode the file is written for (its function is checked; training shapes its value)."""
-    from policies.reward_program import MODE_SIGNATURES, ProgramReward, runnable_source
+    from policies.reward_modes import REWARD_MODES
+    from policies.reward_program import ENTRY_POINT, ProgramReward, runnable_source
     from text2reward.sandbox.isolation import active_isolation
     from text2reward.sandbox.static import check_program
 
     path = Path(spec)
+    function = REWARD_MODES[mode].function if mode in REWARD_MODES else ENTRY_POINT
     if not path.is_file():
         raise ConfigError(
             f"reward file {path} does not exist ({spec!r} is neither expert, sparse nor an existing .py file); "
-            f"pass expert, sparse, or a .py file defining {MODE_SIGNATURES.get(mode, MODE_SIGNATURES['dense'])[0]}"
+            f"pass expert, sparse, or a .py file defining {function}"
         )
     if trusted:
         return ProgramReward.from_file(path, mode)
@@ -209,6 +211,6 @@ def reward_from_file(spec: str, trusted: bool = False, mode: str = "dense") -> A
         source = path.read_text()
     except UnicodeDecodeError:
         raise ConfigError(f"reward file {path} is not text (it holds bytes no editor wrote as UTF-8); pass a .py file defining "
-                          f"{MODE_SIGNATURES.get(mode, MODE_SIGNATURES['dense'])[0]}") from None
+                          f"{function}") from None
     check_program(source, f"reward file {path}", mode)
     return SandboxedReward(runnable_source(source, mode), name=path.stem)

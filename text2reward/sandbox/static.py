@@ -89,7 +89,7 @@ def check_program(code: str, origin: str = "the reward code", mode: str = "dense
 
 def static_check(code: str, mode: str = "dense") -> list[str]:
     """Every rule the code breaks, one message each (line, what, how to fix); empty when it passes.
-    `mode` names the function the program must define (policies.reward_program.MODE_SIGNATURES)."""
+    `mode` names the function the program must define (its RewardModeSpec's, policies.reward_modes)."""
     if len(code) > MAX_SOURCE_CHARS:
         return [f"the code is {len(code):,} characters long; keep the reward program under {MAX_SOURCE_CHARS:,}"]
     try:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from policies.reward_modes import DEFAULT_REWARD_MODE
+from policies.reward_modes import DEFAULT_REWARD_MODE, reward_mode
 from sim_envs.registry import get_task
 from sim_envs.task import Task
 from text2reward.generation.llm import primitives as P
@@ -89,13 +89,12 @@ def compose(task: Task, seed: int, round_index: int, index: int, n: int, tempera
     if fb.rules:
         header.append("Feedback rules that fired:")
         header += ["- " + one_line(rule, 200) for rule in fb.rules]
-    return P.render_program(plan, header, kernel[0], context.reward_mode or DEFAULT_REWARD_MODE), plan
+    return P.render_program(plan, header, kernel[0], reward_mode(context.reward_mode or DEFAULT_REWARD_MODE)), plan
 
 
 def reply_text(task: Task, plan: P.Plan, program: str, index: int, n: int, mode: str = "dense") -> str:
-    what = {"dense": "reward", "potential": "potential", "progress": "progress function"}[mode]
     return (
-        f"Rule-based {what} from text2reward's heuristic backend (no language model was used), sample {index + 1} of {n}.\n"
+        f"Rule-based {reward_mode(mode).noun} from text2reward's heuristic backend (no language model was used), sample {index + 1} of {n}.\n"
         f"Plan for {task.id}: {plan.archetype} ({plan.reason}).\n\n"
         f"```python\n{program}```\n"
     )

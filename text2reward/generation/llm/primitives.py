@@ -14,6 +14,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from policies.reward_modes import DENSE, RewardModeSpec
+from sim_envs.errors import ConfigError
+
 Role = Literal["stage", "final", "success", "velocity", "upright", "penalty"]
 """What a term is for; feedback rules act on roles (raise the final stage, the upright term...)."""
 
@@ -129,24 +132,18 @@ def format_number(value: float) -> str:
     return text if any(c in text for c in ".en") else text + ".0"
 
 
-MODE_FUNCTIONS = {
-    "dense": ("def compute_dense_reward(self, action):", "Rule-based staged reward (see the header): returns (total, {component: value})."),
-    "potential": ("def compute_potential(self):", "Rule-based staged potential (see the header): returns (value, {component: value}); "
-                  "training adds gamma * its change to the task's success reward."),
-    "progress": ("def compute_progress(self):", "Rule-based staged progress in [0, 1] (see the header): the weighted share of the "
-                 "stages met; returns (progress, {component: value})."),
-}
-"""Reward mode -> the function a program defines, and its docstring (policies.reward_modes)."""
+def render_program(plan: Plan, header: list[str], kernel: str, mode: RewardModeSpec = DENSE) -> str:
+    """The program text: header comments, imports, constants, helpers, and the mode's function (its name, parameters
+    and docstring from the mode's spec, policies.reward_modes).
 
-
-def render_program(plan: Plan, header: list[str], kernel: str, mode: str = "dense") -> str:
-    """The program text: header comments, imports, constants, helpers, and the mode's function.
-
-    A potential or a progress scores states, so terms that read the action (penalties) are left out;
-    a progress is the weighted share of the remaining terms, so it lies in [0, 1] and is 1 only when
-    every stage, success included, holds."""
-    definition, docstring = MODE_FUNCTIONS[mode]
-    terms = plan.terms if mode == "dense" else [t for t in plan.terms if not any("action" in line for line in t.lines)]
+    A mode whose function takes no action (a potential, a progress) scores states, so terms that read the action
+    (penalties) are left out; a mode with a value range (a progress) gets the weighted share of the remaining terms,
+    held to the range, so it lies in [0, 1] and is 1 only when every stage, success included, holds."""
+    if mode.heuristic_doc is None:
+        raise ConfigError(f"the heuristic backend cannot write --reward-mode {mode.name} programs (its spec gives no "
+                          "heuristic_doc); use --llm openai or --llm file")
+    definition, docstring = f"def {mode.signature}:", mode.heuristic_doc
+    terms = plan.terms if mode.takes_action else [t for t in plan.terms if not any("action" in line for line in t.lines)]
     body = ["    " + line if line else "" for line in plan.prelude]
     for term in terms:
         body.append(f"    # {term.name}: {term.comment}")
@@ -159,10 +156,12 @@ def render_program(plan: Plan, header: list[str], kernel: str, mode: str = "dens
             body.append(f"    {term.name} = {value}")
     names = [t.name for t in terms]
     body.append("    components = {" + ", ".join(f'"{n}": float({n})' for n in names) + "}")
-    if mode == "progress":
+    if mode.value_range is not None:
+        low, high = (format_number(bound) for bound in mode.value_range)
+        value = mode.value_noun if mode.value_noun.isidentifier() else "value"
         body.append("    weights = " + " + ".join(t.weight_param for t in terms))
-        body.append("    progress = min(max(float(sum(components.values())) / weights, 0.0), 1.0)  # a signed term (a velocity) can dip below 0")
-        body.append("    return progress, components")
+        body.append(f"    {value} = min(max(float(sum(components.values())) / weights, {low}), {high})  # a signed term (a velocity) can dip below 0")
+        body.append(f"    return {value}, components")
     else:
         body.append("    total = float(sum(components.values()))")
         body.append("    return total, components")
@@ -179,7 +178,7 @@ def render_program(plan: Plan, header: list[str], kernel: str, mode: str = "dens
     if plan.uses("closeness"):
         out.append(f"# kernel: {kernel}")
     for param in plan.params.values():
-        if mode == "dense" or re.search(rf"\b{param.name}\b", read):  # a constant only a left-out term read is left out too
+        if mode.takes_action or re.search(rf"\b{param.name}\b", read):  # a constant only a left-out term read is left out too
             out.append(f"{param.name} = {format_number(param.value)}  # {param.doc}")
     out += helpers
     out += ["", "", definition, f'    """{docstring}"""', text]
