@@ -10,6 +10,7 @@ run that ends "finished" with nothing trained.
 from __future__ import annotations
 
 from policies.config import TrainConfig
+from policies.hyperparam_values import check_override_values
 from sim_envs import get_task
 from sim_envs.task import Task
 from text2reward.errors import ConfigError
@@ -41,6 +42,7 @@ def check_train_config(config: TrainConfig, device_here: bool = True) -> Task:
         resolve_device(config.device, params.algo)  # the library that will train must see the GPU
     elif config.device not in ("auto", "cpu") and not config.device.startswith("cuda"):
         raise ConfigError(f"unknown device {config.device!r}; use auto, cpu or cuda")
+    check_override_values(task, params, config.overrides)  # values too, by the algorithm's own constructor
     return task
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from text2reward.api import RewardSearch, validate_reward
+from text2reward.api import RewardSearch, SearchResult, validate_reward
 from text2reward.cli.options import with_settings
 from text2reward.cli.shared import (
     DEFAULT_RUNS_DIR,
@@ -146,9 +146,26 @@ def demo(config: RunConfig, runs_dir: RunsDirOption = DEFAULT_RUNS_DIR) -> None:
                                  eval_freq=max(steps // 8, 250), eval_episodes=10)
     result = RewardSearch.from_config(config, runs_dir, callbacks=[print_event], display=progress_bars()).run()
     print_run_outcome(result)
-    video = next(iter(sorted(result.run_dir.glob(layout.ROLLOUT_VIDEOS))), None)
-    if video:
-        console.print(f"rollout video: {video}")
+    print_outputs(result)
+
+
+def print_outputs(result: SearchResult) -> None:
+    """Every file the run wrote that a person opens, one path a line, never folded (a pipe or a log keeps it whole)."""
+    store = RunStore(result.run_dir)
+    paths = [("run folder", store.root), ("report", store.paths.report), ("learning curves", store.paths.curves_plot),
+             ("reward components", store.paths.components_plot)]
+    best = next((c for c in result.candidates if result.best is not None and c.id == result.best.id), None)
+    if best is not None and best.code_file:
+        paths.append((f"best reward ({best.id})", store.root / best.code_file))
+    if best is not None and best.video_file:
+        paths.append((f"best candidate's rollout video ({best.id})", store.root / best.video_file))
+    for candidate in result.candidates:
+        if candidate.video_file and candidate is not best:
+            paths.append((f"rollout video of {candidate.id}", store.root / candidate.video_file))
+    paths.append(("candidates' records", store.root / "rounds" / "r*" / "s*" / layout.CANDIDATE))
+    for label, path in paths:
+        if "*" in str(path) or path.exists():
+            typer.echo(f"{label}: {path}")
 
 
 @app.command(epilog="Example: t2r doctor --json")

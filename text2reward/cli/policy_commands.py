@@ -10,11 +10,13 @@ import typer
 from rich.table import Table
 
 from text2reward.cli.shared import (
+    Column,
     RewardModeOption,
     TaskFileOption,
     app,
     console,
     err_console,
+    fitted_table,
     friendly,
     load_extra_tasks,
     parse_overrides,
@@ -36,13 +38,13 @@ def tasks(
     load_extra_tasks(task_file)
     if show:
         task = get_task(show)
-        console.print(f"[bold]{task.id}[/bold]: {task.description}")
-        console.print(f"success: {task.success_doc}")
-        console.print(f"expert reward: {task.expert_reward_doc or 'none'}")
+        console.print(f"[bold]{task.id}[/bold]: {task.description}", soft_wrap=True)
+        console.print(f"success: {task.success_doc}", soft_wrap=True, highlight=False)
+        console.print(f"expert reward: {task.expert_reward_doc or 'none'}", soft_wrap=True, highlight=False)
         console.print(f"episode: {task.max_episode_steps} steps; default budget {task.default_steps} steps")
         if task.budget_note:
-            console.print(f"budget: {task.budget_note}", highlight=False)
-        console.print(render_view_doc(task), highlight=False, markup=False)
+            console.print(f"budget: {task.budget_note}", highlight=False, soft_wrap=True)
+        typer.echo(render_view_doc(task))  # code, copied as it is: never folded at the terminal's width
         return
     selected = list_tasks(family)
     if family and not selected:
@@ -51,10 +53,11 @@ def tasks(
     if as_json:
         typer.echo(json.dumps([t.summary() for t in selected], indent=2))
         return
-    table = Table("id", "description", "expert", "scripted", title=f"{len(selected)} tasks")
-    for task in selected:
-        table.add_row(task.id, task.description, "yes" if task.has_expert_reward else "-", "yes" if task.has_scripted_policy else "-")
-    console.print(table)
+    columns = [Column("id", keep_whole=True), Column("description"), Column("expert", optional=True),
+               Column("scripted", optional=True)]
+    rows = [[task.id, task.description, "yes" if task.has_expert_reward else "-", "yes" if task.has_scripted_policy else "-"]
+            for task in selected]
+    console.print(fitted_table(columns, rows, title=f"{len(selected)} tasks"))
 
 
 @app.command(epilog="Example: t2r train --task metaworld/reach-v3 --steps 20000 --out runs/train/reach   |   t2r train --task hopper/forward --reward my_reward.py")

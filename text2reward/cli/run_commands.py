@@ -11,12 +11,16 @@ from rich.table import Table
 
 from text2reward.cli.shared import (
     DEFAULT_RUNS_DIR,
+    Column,
     RunsDirOption,
     app,
     console,
+    fitted_table,
     friendly,
 )
+from text2reward.errors import ConfigError
 from text2reward.runs.human_feedback import submit_feedback
+from text2reward.runs.lock import held_by_a_live_process
 from text2reward.runs.ranking import best_candidate
 from text2reward.runs.report import write_report
 from text2reward.runs.statuses import RunStatus
@@ -37,19 +41,25 @@ def runs_list(ctx: typer.Context, runs_dir: RunsDirOption = DEFAULT_RUNS_DIR, as
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
-    table = Table("task", "author", "status", "rounds", "best success", "tokens", "wall s", title=f"runs in {runs_dir}")
-    table.add_column("run", no_wrap=True, overflow="fold")  # full ids: they are what every other command takes
+    if not rows:
+        console.print(f"no runs in {runs_dir}; start one with `t2r demo` or `t2r run --task fetch/reach`", highlight=False, soft_wrap=True)
+        return
+    columns = [Column("run", keep_whole=True), Column("task", keep_whole=True), Column("status"),
+               Column("best", justify="right"), Column("rounds", optional=True, justify="right"), Column("author", optional=True),
+               Column("tokens", optional=True, justify="right"), Column("wall s", optional=True, justify="right")]
+    lines = []
     for r in rows:
         if r.get("damaged"):
-            table.add_row("-", "-", "damaged", "-", "-", "-", "-", r["run_id"])
+            lines.append([r["run_id"], "-", "damaged", "-", "-", "-", "-", "-"])
             continue
         best = "-" if r["best_success"] is None else f"{r['best_success']:.2f}"
-        table.add_row(r["task_id"], r["author"] or r["backend"], r["status"].replace("_", " "), str(r["rounds_done"]), best,
-                      str((r["prompt_tokens"] or 0) + (r["completion_tokens"] or 0)), f"{r['wall_seconds'] or 0:.0f}", r["run_id"])
+        lines.append([r["run_id"], r["task_id"], r["status"].replace("_", " "), best, str(r["rounds_done"]), r["author"] or r["backend"],
+                      str((r["prompt_tokens"] or 0) + (r["completion_tokens"] or 0)), f"{r['wall_seconds'] or 0:.0f}"])
+    table = fitted_table(columns, lines, title=f"runs in {runs_dir}")
     console.print(table)
     for r in rows:
         if r.get("damaged"):
-            console.print(f"{r['run_id']} is damaged: {r['damaged']}", highlight=False, soft_wrap=True, markup=False)
+            console.print(f"{r['damaged']} (`--runs-dir {runs_dir}`)", highlight=False, soft_wrap=True, markup=False)
         elif r["status"] == RunStatus.INTERRUPTED:
             console.print(f"{r['run_id']} was interrupted: `t2r resume {r['run_id']} --runs-dir {runs_dir}` finishes it",
                           highlight=False, soft_wrap=True, markup=False)
@@ -89,6 +99,23 @@ def runs_show(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="the 
         console.print(f"`t2r resume {store.run_id} --runs-dir {runs_dir}` re-trains the failed seeds", highlight=False, soft_wrap=True,
                       markup=False)
     console.print(f"directory: {store.root}")
+
+
+@runs_app.command("rm", epilog="Example: t2r runs rm 20261123-1336 --yes")
+@friendly
+def runs_rm(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="the run to delete: its id or a unique prefix")],
+            yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
+            runs_dir: RunsDirOption = DEFAULT_RUNS_DIR) -> None:
+    """Delete a run's folder and its row in the index (a damaged run, or one killed for good)."""
+    if run_id == "latest":
+        raise ConfigError("name the run to delete by its id (or a unique prefix), not `latest`: `t2r runs` lists them")
+    store = RunStore.open(runs_dir, run_id)
+    if held_by_a_live_process(store.root):
+        raise ConfigError(f"run {store.run_id} is running in a live process; stop it (Ctrl-C) before deleting it")
+    if not yes and not typer.confirm(f"delete {store.root} and everything in it?"):
+        raise typer.Exit(1)
+    store.remove()
+    console.print(f"deleted {store.root}", highlight=False, soft_wrap=True)
 
 
 @app.command(epilog="Example: t2r feedback latest --candidate r0-s1 --text 'lift the block higher before moving it'")

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
 import typer
+from rich import box
 from rich.console import Console
+from rich.table import Table
 from rich.markup import escape
 
 from policies.reward_modes import mode_help
@@ -74,6 +77,46 @@ def read_source_file(path: Path, what: str, expected: str) -> str:
         return path.read_text()
     except UnicodeDecodeError:
         raise ConfigError(f"{what} {path} is not text (it holds bytes no editor wrote as UTF-8); pass {expected}") from None
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column: ids (`keep_whole`) are never cut; `optional` columns are dropped, last first, when the terminal
+    is too narrow for the table; other text folds."""
+
+    header: str
+    keep_whole: bool = False
+    optional: bool = False
+    justify: Literal["left", "right"] = "left"
+
+
+READABLE_WIDTH = 12
+"""The narrowest a folding column gets before an optional column is dropped instead."""
+COLUMN_GAP = 3
+"""What a column adds to its text's width in the table's layout (its padding and the space between columns)."""
+
+
+def fitted_table(columns: list[Column], rows: list[list[str]], title: str | None = None, width: int | None = None) -> Table:
+    """A table that fits the terminal: optional columns dropped (from the last) until the rest fit without cutting an
+    id, and any other text folded. Copy-pasting an id from it always works (`t2r runs` at 80 columns)."""
+    width = width or console.width
+    kept = list(range(len(columns)))
+
+    def least(index: int) -> int:
+        """An id keeps its whole width; other text may fold, but not below its header or a readable width."""
+        longest = max((len(row[index]) for row in rows), default=0)
+        return longest if columns[index].keep_whole else max(len(columns[index].header), min(longest, READABLE_WIDTH))
+
+    optional = [index for index in kept if columns[index].optional]
+    while optional and sum(least(i) + COLUMN_GAP for i in kept) > width:
+        kept.remove(optional.pop())
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    for index in kept:
+        column = columns[index]
+        table.add_column(column.header, no_wrap=column.keep_whole, overflow="fold", justify=column.justify, min_width=least(index))
+    for row in rows:
+        table.add_row(*(row[index] for index in kept))
+    return table
 
 
 def say(message: str) -> None:

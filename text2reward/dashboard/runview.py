@@ -306,9 +306,9 @@ class RunView:
     def reward_source(self) -> str:
         """Where the rewards come from; with keypoints, also who placed them (the model's name once it answered)."""
         source = self.config.reward_source
-        if self.keypoints is None:
+        if source == "code":
             return source
-        return f"{source} · points from {self.keypoints.record.source}"
+        return f"{source} · points from {self.keypoints.record.source if self.keypoints else self.config.keypoints}"
 
     @property
     def keypoints_note(self) -> str:
@@ -446,6 +446,19 @@ def _stopped_reason(record: Candidate) -> str:
     return f"stopped early at {stop.steps} steps: {stop.reason}" if stop is not None else ""
 
 
+def _training_error(root: Path, record: Candidate) -> str:
+    """Why a candidate still waiting for training failed its last attempt (its job's error.json), or ""."""
+    if not record.status.needs_training or record.parent:
+        return ""
+    job = RunStore(root).paths.training_dir(record.round, record.sample)
+    text = read_text(root, str((job / "error.json").relative_to(root)))
+    try:
+        reason = json.loads(text).get("reason") if text else None
+    except (ValueError, AttributeError):
+        return ""
+    return f"its last training attempt failed: {reason}" if isinstance(reason, str) and reason else ""
+
+
 def _candidate(root: Path, record: Candidate, url_for: UrlFor) -> CandidateView:
     validation = record.validation or next((a["validation"] for a in reversed(record.attempts) if a.get("validation")), None)
     checks, errors = _checks(validation)
@@ -459,7 +472,8 @@ def _candidate(root: Path, record: Candidate, url_for: UrlFor) -> CandidateView:
     video_url = url_for(record.video_file) if record.video_file and inside(root, record.video_file) else None
     return CandidateView(
         id=record.id, round=record.round, sample=record.sample, status=record.status.value, model=record.model or "-",
-        rule_based=record.rule_based, tokens=record.tokens.total, reason=record.reason or _stopped_reason(record),
+        rule_based=record.rule_based, tokens=record.tokens.total,
+        reason=record.reason or _stopped_reason(record) or _training_error(root, record),
         code=code, code_html=codeview.highlight_python(code) if code else None,
         replies=replies, checks=checks, validation_errors=errors, screening=record.screening,
         training=record.training.to_dict() if record.training is not None else {}, success_chart=_success_chart(record),

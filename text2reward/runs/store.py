@@ -79,7 +79,7 @@ def read_json_file(path: Path, run_id: str | None = None) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise RecordError(_damaged(path, f"{exc.msg} at line {exc.lineno}, column {exc.colno}", run_id)) from None
+        raise RecordError(_damaged(path, f"{exc.msg}: line {exc.lineno}, column {exc.colno}", run_id)) from None
 
 
 def _damaged(path: Path, what: str, run_id: str | None) -> str:
@@ -333,6 +333,15 @@ def _folder_time(store: RunStore) -> float:
     return (store.paths.config if store.paths.config.exists() else store.root).stat().st_mtime
 
 
+def _changed_since(store: RunStore, updated: float | None) -> bool:
+    """Whether the run's state or config was written after its row (by another process, or damaged by hand)."""
+    try:
+        newest = max(p.stat().st_mtime for p in (store.paths.state, store.paths.config) if p.exists())
+    except ValueError:
+        return False
+    return updated is None or newest > float(updated) + 1.0
+
+
 def forget_run(runs_dir: Path, run_id: str) -> None:
     index = Path(runs_dir) / layout.INDEX
     if index.is_file():
@@ -348,8 +357,8 @@ def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
     for config_path in runs_dir.glob(f"*/{layout.CONFIG}"):
         store = RunStore(config_path.parent)
         with closing(_index(runs_dir)) as db:
-            known = db.execute("SELECT 1 FROM runs WHERE run_id = ?", (store.run_id,)).fetchone()
-        if not known:
+            known = db.execute("SELECT updated, author FROM runs WHERE run_id = ?", (store.run_id,)).fetchone()
+        if not known or known[1] is None or _changed_since(store, known[0]):  # missing, older layout, or written since
             index_run(store)
     with closing(_index(runs_dir)) as db:
         db.row_factory = sqlite3.Row

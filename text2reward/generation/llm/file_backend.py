@@ -80,6 +80,9 @@ class FileBackend:
                 text = path.read_text()
             except OSError as exc:
                 raise BackendError(f"cannot read reply file {path} ({exc.strerror}): check the path") from None
+            except UnicodeDecodeError:
+                raise BackendError(f"reply file {path} is not text (it holds bytes no editor wrote as UTF-8): save the "
+                                   "model's reply as a text file and pass that") from None
             replies.append(_reply(text, error=None if text.strip() else f"reply file {path} is empty"))
         return replies
 

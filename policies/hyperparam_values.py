@@ -1,0 +1,79 @@
+"""`--hp` values checked by the algorithm's own constructor, on a throw-away env, before anything trains.
+
+Why the constructor itself: a value's validity is whatever SB3 or SBX accepts (a learning rate must be a number or a
+schedule, a network a list of widths...), and a copy of those rules here would drift from the libraries; building the
+model once is the check that cannot. It costs the env's creation and the model's (about a second), and it runs only
+when `--hp` names something.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import replace
+from typing import Any
+
+from policies.hyperparams import Hyperparams
+from policies.reward_program import SparseReward
+from policies.task_env import make_task_env
+from sim_envs.errors import ConfigError
+from sim_envs.task import Task
+
+COUNTS = ("n_envs", "eval_freq", "eval_episodes", "final_eval_episodes", "checkpoint_freq")
+"""Settings of ours (not the library's) that `--hp` may set: each a positive whole number."""
+PROBE_BUFFER = 1000
+"""A replay buffer is allocated whole by the constructor: the check builds it this small (its size's type still checked)."""
+
+
+def _probe(params: Hyperparams) -> Hyperparams:
+    kwargs = dict(params.algo_kwargs)
+    size = kwargs.get("buffer_size")
+    if isinstance(size, int) and not isinstance(size, bool) and size > PROBE_BUFFER:
+        kwargs["buffer_size"] = PROBE_BUFFER
+    return replace(params, algo_kwargs=kwargs, n_envs=1, her=False)  # HER's buffer needs the dict env: its kwargs go unchecked
+
+
+def _build(task: Task, params: Hyperparams) -> None:
+    from stable_baselines3.common.vec_env import DummyVecEnv  # SB3 (and torch) load here only when --hp asks for the check
+
+    from policies.train import build_algorithm
+
+    env = DummyVecEnv([lambda: make_task_env(task, SparseReward(), seed=0, flatten=not params.her)])
+    try:
+        with tempfile.TemporaryDirectory(prefix="t2r-hp-check-") as folder:
+            build_algorithm(_probe(params), env, 0, "cpu", folder)  # type: ignore[arg-type]
+    finally:
+        env.close()
+
+
+def check_override_values(task: Task, params: Hyperparams, overrides: dict[str, Any]) -> None:
+    """Build the algorithm with `params` (the family's settings with `overrides` applied); a value it refuses is one line
+    naming the `--hp` that carries it (found by trying each alone) and the library's own complaint."""
+    if not overrides:
+        return
+    for key in COUNTS:
+        value = getattr(params, key)
+        if key in overrides and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise ConfigError(f"--hp {key}={overrides[key]!r} must be a positive whole number")
+    try:
+        _build(task, params)
+    except Exception as exc:
+        culprit = next((key for key in overrides if _refuses(task, params, key, overrides)), None)
+        named = f"--hp {culprit}={overrides[culprit]!r}" if culprit else "--hp " + " ".join(f"{k}={v!r}" for k, v in overrides.items())
+        raise ConfigError(f"{named} is refused by {params.algo.upper()}: {type(exc).__name__}: {_line(exc)}; "
+                          "give a value of the type its documentation names (e.g. --hp learning_rate=0.0003)") from None
+
+
+def _refuses(task: Task, params: Hyperparams, key: str, overrides: dict[str, Any]) -> bool:
+    """Whether `key`'s value alone (the others at the family's defaults) is refused."""
+    from policies.hyperparams import load_hyperparams
+
+    try:
+        _build(task, load_hyperparams(task.family, params.algo, {key: overrides[key]}))
+    except Exception:
+        return True
+    return False
+
+
+def _line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return (text[:200] + "...") if len(text) > 200 else (text or "(no message)")
