@@ -23,13 +23,12 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policies.config import TrainConfig
 from policies.her import BUILT_IN_REWARDS
 from policies.reward_modes import DEFAULT_REWARD_MODE, check_mode
 from policies.stats import Rate
-from policies.train import TrainResult, train
 from sim_envs import get_task, load_task_file, register_task
 from sim_envs.task import Task
 from text2reward.errors import ConfigError
@@ -56,6 +55,9 @@ from text2reward.sandbox import ValidationReport, active_isolation, reward_from_
 from text2reward.sandbox import validate as jailed_validation
 from text2reward.settings import RunConfig
 from text2reward.training.pool import JobDisplay
+
+if TYPE_CHECKING:
+    from policies.train import TrainResult
 
 DEFAULT_RUNS_DIR = Path("runs")
 
@@ -269,6 +271,8 @@ def train_reward(reward: str | Path, task: str | Task, *, out_dir: str | Path = 
     """Train a policy on a reward file (or "expert", "sparse") and evaluate it with the task's own success test, as
     `t2r train --reward` does: a file runs in the jail unless `trusted`. `settings` are TrainConfig's (algo, device,
     eval_freq, eval_episodes, overrides, her, progress...); `on_phase` hears what happens after training."""
+    from policies.train import train  # torch and SB3 (~3 s): only this call trains in this process; a search trains in workers
+
     config = TrainConfig(task_id=_task_id(task, task_file), out_dir=Path(out_dir), reward=str(reward), reward_mode=check_mode(mode),
                          steps=steps, seed=seed, **settings)
     check_train_config(config)  # the task, numbers, device and hyper-parameters, before a sandbox or an env starts

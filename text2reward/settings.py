@@ -22,8 +22,7 @@ from sim_envs import get_task, load_task_file
 from sim_envs.task import Task
 from text2reward.errors import ConfigError
 from text2reward.generation.llm import BackendSettings, BackendSpec, backend_spec, backend_specs, image_backends
-from text2reward.keypoints.find import KEYPOINT_FINDERS
-from text2reward.keypoints.sources import RewardSourceSpec, reward_source, reward_source_specs
+from text2reward.keypoints.sources import KEYPOINT_FINDERS, RewardSourceSpec, reward_source, reward_source_specs
 from text2reward.preflight import check_train_config
 from text2reward.runs.store import STOP_FILE
 from text2reward.training.executors import ExecutorSettings, ExecutorSpec, executor_spec, executor_specs

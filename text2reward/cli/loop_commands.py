@@ -5,11 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from text2reward.api import RewardSearch, SearchResult, validate_reward
 from text2reward.cli.options import with_settings
 from text2reward.cli.shared import (
     DEFAULT_RUNS_DIR,
@@ -31,6 +30,9 @@ from text2reward.runs import layout
 from text2reward.runs.statuses import RunStatus
 from text2reward.runs.store import RunStore
 from text2reward.settings import RunConfig
+
+if TYPE_CHECKING:
+    from text2reward.api import SearchResult
 
 
 @app.command(epilog="Example: t2r prompt --task metaworld/drawer-open-v3 --few-shot 2   |   t2r prompt --run latest")
@@ -75,6 +77,8 @@ def validate(
     task_file: TaskFileOption = None,
 ) -> None:
     """Static checks, then an isolated smoke run on real states; exit 0 only when the code is ok."""
+    from text2reward.api import validate_reward  # the front door loads the whole loop: only the commands that run one pay it
+
     load_extra_tasks(task_file)
     source = read_source_file(code, "code file", "a .py file defining compute_dense_reward(self, action)")
     report = validate_reward(source, task, mode=reward_mode)
@@ -107,6 +111,8 @@ def print_validation(report: Any) -> None:
 @with_settings()
 def run(config: RunConfig, runs_dir: RunsDirOption = DEFAULT_RUNS_DIR) -> None:
     """Generate, validate, screen, train and refine rewards for a task."""
+    from text2reward.api import RewardSearch  # the front door loads the whole loop: only the commands that run one pay it
+
     result = RewardSearch.from_config(config, runs_dir, callbacks=[print_event], display=progress_bars()).run()
     print_run_outcome(result)
 
@@ -123,6 +129,8 @@ def resume(
                                                        help="with --executor ray: the cluster to join")] = None,
 ) -> None:
     """Continue an interrupted run (or add rounds, or replies): finished candidates are never redone."""
+    from text2reward.api import RewardSearch  # the front door loads the whole loop: only the commands that run one pay it
+
     result = RewardSearch.resume(run_id, runs_dir, callbacks=[print_event], display=progress_bars(), reply_files=reply_file or [],
                                  rounds=rounds, executor=executor, ray_address=ray_address)
     print_run_outcome(result)
@@ -139,6 +147,8 @@ DEMO_STEPS = 8000
 def demo(config: RunConfig, runs_dir: RunsDirOption = DEFAULT_RUNS_DIR) -> None:
     """The offline demo: the rule-based heuristic backend (no language model), 2 rounds x 2 candidates,
     a report with code, learning curves and a rollout video."""
+    from text2reward.api import RewardSearch  # the front door loads the whole loop: only the commands that run one pay it
+
     console.print("text2reward demo: rewards composed by the [bold]rule-based heuristic backend[/bold] (no language model), offline.")
     steps = config.steps or DEMO_STEPS
     # Two full rounds whatever the success (threshold above 1), evaluated often enough to draw curves.

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 import typer
 from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.markup import escape
+from rich.table import Table
 
 from policies.reward_modes import mode_help
 from text2reward.cli.help_format import PlainHelpGroup
@@ -29,8 +29,10 @@ if TYPE_CHECKING:
     from text2reward.api import SearchResult
 
 app = typer.Typer(cls=PlainHelpGroup, no_args_is_help=True, add_completion=False, help="Language-model-written dense rewards for MuJoCo robot tasks.")
-console = Console()
-err_console = Console(stderr=True)
+console = Console(soft_wrap=True)
+"""Lines are never folded at the terminal's width (a path or an id copied from a log or a pipe stays whole); tables
+still fit it (`fitted_table`)."""
+err_console = Console(stderr=True, soft_wrap=True)
 
 TaskFileOption = Annotated[Optional[Path], typer.Option("--task-file", help="Python file defining extra tasks (see README)")]
 

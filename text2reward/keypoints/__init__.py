@@ -8,22 +8,23 @@ program is written from them; `oracle` points come from the simulator's true pos
     code = keypoint_program(keypoints, task.keypoints)  # an ordinary reward program
 """
 
-from text2reward.keypoints.answer import KeypointAnswer, KeypointReplyError, PixelPoint, parse_answer
-from text2reward.keypoints.program import combine, keypoint_program
-from text2reward.keypoints.scene import Keypoint, KeypointSet, Scene, keypoint_setup, lift, observe, oracle_answer
+from __future__ import annotations
 
-__all__ = [
-    "Keypoint",
-    "KeypointAnswer",
-    "KeypointReplyError",
-    "KeypointSet",
-    "PixelPoint",
-    "Scene",
-    "combine",
-    "keypoint_program",
-    "keypoint_setup",
-    "lift",
-    "observe",
-    "oracle_answer",
-    "parse_answer",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "KeypointAnswer": "answer", "KeypointReplyError": "answer", "PixelPoint": "answer", "parse_answer": "answer",
+    "combine": "program", "keypoint_program": "program",
+    "Keypoint": "scene", "KeypointSet": "scene", "Scene": "scene", "keypoint_setup": "scene", "lift": "scene", "observe": "scene",
+    "oracle_answer": "scene",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    """The stage's names, imported on first use (PEP 562): a run's settings import `keypoints.sources` on every `t2r`
+    command, and the scene's rendering (MuJoCo's GL context) costs ~0.3 s that only a keypoint run needs."""
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"text2reward.keypoints.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'text2reward.keypoints' has no attribute {name!r}")

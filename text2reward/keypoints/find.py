@@ -26,10 +26,10 @@ from text2reward.keypoints.answer import MAX_WAYPOINTS, KeypointAnswer, Keypoint
 from text2reward.keypoints.drawing import draw_keypoints
 from text2reward.keypoints.program import keypoint_program
 from text2reward.keypoints.scene import KeypointSet, Scene, keypoint_setup, lift, observe, oracle_answer
+from text2reward.keypoints.sources import KEYPOINT_FINDERS
 from text2reward.runs.records import PromptContext
 
 KEYPOINTS_FILE = "keypoints.json"
-KEYPOINT_FINDERS = ("oracle", "model")
 RETRIES = 1
 """A reply that is not a usable answer goes back to the model with the reason this many times."""
 SYSTEM = ("You are a robotics perception assistant. You mark keypoints on images of a robot's workspace that say where "

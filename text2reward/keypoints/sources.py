@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 from text2reward.errors import ConfigError
 
+KEYPOINT_FINDERS = ("oracle", "model")
+"""Who places the keypoints: the simulator's true points projected (oracle), or the run's backend pointing at an image."""
+
 
 @dataclass(frozen=True)
 class RewardSourceSpec:

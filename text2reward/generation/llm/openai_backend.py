@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 import importlib
 import io
 import ipaddress
@@ -32,13 +33,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import openai
-
 from text2reward.errors import ConfigError
 from text2reward.generation.llm.base import ChatMessage, GenerationRequest, Reply
 from text2reward.generation.llm.errors import BackendError
+from text2reward.generation.llm.lazy import lazy_module
 from text2reward.generation.llm.spec import BackendSettings, BackendSpec
 
+openai = lazy_module("openai")  # the SDK costs ~1 s to import: only a run (or a check) that talks to an endpoint loads it
 log = logging.getLogger(__name__)
 
 LOCAL_PLACEHOLDER_KEY = "not-needed"
@@ -337,7 +338,7 @@ class OpenAIBackend:
                                        error=f"HTTP {exc.status_code}: {_one_line(exc)}", rejected_n=refused_n)
                 last_error = f"HTTP {exc.status_code}: {_one_line(exc)}"
                 retry_after = _retry_after(exc)
-            except _RETRIED_ERRORS as exc:  # timeouts, refused, garbled JSON
+            except retried_errors() as exc:  # timeouts, refused, garbled JSON
                 last_error = f"{type(exc).__name__}: {_one_line(exc)}"
                 retry_after = None
             else:
@@ -446,9 +447,10 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-_TRANSPORT_ERRORS = _transport_errors()
-_RETRIED_ERRORS: tuple[type[BaseException], ...] = (openai.APIError, ValueError, *_TRANSPORT_ERRORS)
-"""Failures of one attempt that a retry may cure (HTTP status errors are decided by their status)."""
+@functools.cache
+def retried_errors() -> tuple[type[BaseException], ...]:
+    """Failures of one attempt that a retry may cure (HTTP status errors are decided by their status)."""
+    return (openai.APIError, ValueError, *_transport_errors())
 
 
 def _first_set(*values: int | None) -> int:
