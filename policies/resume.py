@@ -7,11 +7,11 @@ curve (points up to the checkpoint kept, the next ones at the same step counts),
 where it stopped (`learn(..., reset_num_timesteps=False)`, which SBX inherits from SB3), the same peak,
 component statistics and early-stopping state, and the random streams where they were.
 
-When: after each evaluation (SAC: at once; PPO: when the next rollout starts, after the update of the rollout
-the evaluation fell in, so no collected step is lost to a half rollout) and once when training ends (a kill during
-the final evaluation, analysis or video then costs no training). A write is skipped when the last one took more
-than `SHARE` of the training time since it, so a huge buffer cannot make checkpoints cost more than ~5% of
-training; a skipped evaluation is covered by the next one.
+When: after each evaluation, at the start of the next rollout (SB3 stores a step's transition and makes its update
+after the callbacks of that step ran; PPO's evaluation falls inside a rollout, whose update comes at its end), so the
+checkpoint holds every step it counts and the update of each; and once when training ends (a kill during the final
+evaluation, analysis or video then costs no training). A write waits while the last one took more than `SHARE` of
+the training time since it, so a huge buffer cannot make checkpoints cost more than ~5% of training.
 
 What a resumed run cannot repeat: the episodes in progress at the kill (the envs reset; a HER buffer closes its
 last episodes, as SB3's `load_replay_buffer` does) and the steps trained after the checkpoint (trained again).
@@ -141,11 +141,11 @@ class ResumeCheckpoint(BaseCallback):
     """Writes the resume checkpoint after evaluations and at the end of training (see the module's docstring)."""
 
     def __init__(self, path: Path, settings: dict[str, Any], evaluator: SuccessEvalCallback, components: ComponentStatsCallback,
-                 on_policy: bool, peak_model: Path, elapsed_before: float = 0.0, resumed_from: list[int] | None = None,
+                 peak_model: Path, elapsed_before: float = 0.0, resumed_from: list[int] | None = None,
                  env_rng: list[dict[str, Any]] | None = None):
         super().__init__()
         self.path, self.settings, self.evaluator, self.components = path, settings, evaluator, components
-        self.on_policy, self.peak_model = on_policy, peak_model
+        self.peak_model = peak_model
         self.elapsed_before = elapsed_before
         self.resumed_from = list(resumed_from or [])
         self._env_rng = env_rng
@@ -166,12 +166,10 @@ class ResumeCheckpoint(BaseCallback):
         if len(self.evaluator.curve) > self._evaluations:  # the evaluator (before this callback) just evaluated
             self._evaluations = len(self.evaluator.curve)
             self._due = True
-            if not self.on_policy:
-                self._maybe_write()
         return True
 
     def _on_rollout_start(self) -> None:
-        if self.on_policy and self._due:  # the previous rollout's update is done: nothing collected is lost
+        if self._due:  # the steps so far are stored and their updates made
             self._maybe_write()
 
     def _on_training_end(self) -> None:
@@ -180,8 +178,14 @@ class ResumeCheckpoint(BaseCallback):
     def _maybe_write(self) -> None:
         since = time.perf_counter() - self._last_write_at
         if self.writes and self._last_cost > SHARE * since:
-            return  # stays due: the next evaluation (or rollout) tries again
+            return  # stays due: a later rollout start writes it
         self.write(finished=False)
+
+    def cost(self) -> dict[str, Any]:
+        """What the writes of this attempt cost (result.json's `checkpoints`)."""
+        seconds = [write["seconds"] for write in self.writes]
+        return {"writes": len(self.writes), "seconds": round(sum(seconds), 3), "max_seconds": round(max(seconds, default=0.0), 3),
+                "bytes": int(self.writes[-1]["bytes"]) if self.writes else 0}
 
     def elapsed(self) -> float:
         """Training seconds so far, the attempts before this one included."""

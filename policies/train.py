@@ -86,6 +86,9 @@ class TrainResult:
     resumed_from: list[int] = field(default_factory=list)
     """The step counts this training was resumed from after an interruption (policies.resume), in order; empty when it
     ran in one go. Absent in older results: empty."""
+    checkpoints: dict[str, Any] | None = None
+    """What its resume checkpoints cost in this attempt: {writes, seconds, max_seconds, bytes (the last one's size)};
+    None when it wrote none (`t2r train`). `wall_seconds` includes them."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -221,10 +224,11 @@ def train(
         training_done = bool(checkpoint.state["finished"] or evaluator.stopped is not None)
         print(f"resuming from the checkpoint at step {checkpoint.steps} of {steps} ({len(evaluator.curve)} evaluations kept)"
               + ("; its training had ended" if training_done else ""), flush=True)
+    resume = None
     if resumable:  # after the evaluator: it checkpoints what an evaluation just added
-        callbacks.append(ResumeCheckpoint(checkpoint_path(out), settings, evaluator, components, get_algorithm(params.algo).on_policy,
-                                          out / PEAK_MODEL_FILE, elapsed_before, resumed_from,
-                                          env_rng=checkpoint.state["rng"]["envs"] if checkpoint is not None else None))
+        resume = ResumeCheckpoint(checkpoint_path(out), settings, evaluator, components, out / PEAK_MODEL_FILE, elapsed_before,
+                                  resumed_from, env_rng=checkpoint.state["rng"]["envs"] if checkpoint is not None else None)
+        callbacks.append(resume)
     start = time.perf_counter()
     failure, failure_error = None, None
     try:
@@ -297,6 +301,7 @@ def train(
         stopped_early=evaluator.stopped,
         her=params.her,
         resumed_from=resumed_from,
+        checkpoints=resume.cost() if resume is not None else None,
     )
     write_json_atomic(out / RESULT_FILE, result.to_dict())
     if failure_error is not None:
@@ -325,9 +330,10 @@ def resume_callbacks(checkpoint: Checkpoint, components: ComponentStatsCallback,
     state = checkpoint.state
     components.restore(state["components"])
     evaluator.restore(state["evaluator"], elapsed=state["wall_seconds"])
-    if checkpoint.peak_model is not None:
+    if checkpoint.peak_model is not None and evaluator.peak is not None:
         with atomic_file(peak_model) as handle:
             handle.write(checkpoint.peak_model)
+        evaluator.peak["model_path"] = str(peak_model)  # where it is now, should the folder have moved
     return float(state["wall_seconds"]), [*state["resumed_from"], checkpoint.steps]
 
 

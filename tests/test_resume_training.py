@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +77,15 @@ def episode_steps(job: TrainJob) -> list[int]:
     return lengths
 
 
-def resume_and_check(job: TrainJob, episode_bound: int) -> dict[str, Any]:
+def resume_and_check(job: TrainJob, episode_bound: int, between: Callable[[TrainJob], None] | None = None) -> dict[str, Any]:
     """Kill the job after its first checkpoint, let the pool run it again, and check that it went on from there."""
     budget, eval_freq = int(job.train.steps or 0), int(job.train.eval_freq or 0)
     kill_after_first_checkpoint(job)
     stopped_at, state = checkpoint_contents(job)
     assert 0 < stopped_at < budget and state["finished"] is False
     before = sum(episode_steps(job))
+    if between is not None:
+        between(job)
 
     (outcome,) = run_jobs([job], workers=1)  # what `t2r resume` does with a job that has no done.json
     assert outcome.ok, outcome.reason
@@ -102,20 +105,44 @@ def resume_and_check(job: TrainJob, episode_bound: int) -> dict[str, Any]:
 
 
 def test_a_killed_sbx_sac_job_resumes_where_its_checkpoint_stopped(tmp_path):
-    job = make_job(tmp_path, "fetch/reach", "sbx-sac", steps=500, eval_freq=100, overrides=SAC)
+    job = make_job(tmp_path, "fetch/reach", "sbx-sac", steps=300, eval_freq=100, overrides=SAC)
     resume_and_check(job, episode_bound=get_task("fetch/reach").max_episode_steps)
 
 
 def test_a_killed_ppo_job_resumes_at_a_rollout_boundary(tmp_path):
-    job = make_job(tmp_path, "hopper/forward", "ppo", steps=640, eval_freq=128, overrides=PPO)
+    """The evaluation at step 160 falls inside the second 128-step rollout: the checkpoint waits for that rollout's update
+    and is written when the next one starts (step 256), so no collected step is lost to a half rollout."""
+    job = make_job(tmp_path, "hopper/forward", "ppo", steps=640, eval_freq=160, overrides=PPO)
     result = resume_and_check(job, episode_bound=2 * get_task("hopper/forward").max_episode_steps)
-    assert result["resumed_from"][0] % 128 == 0  # written when a rollout starts: no collected step was lost
+    assert result["resumed_from"][0] % 128 == 0
 
 
 def test_a_killed_her_job_resumes_with_its_episodes_closed(tmp_path):
-    """SB3's SAC with HER: the buffer's episode bookkeeping comes back, and the episodes cut by the kill are closed."""
-    job = make_job(tmp_path, "fetch/reach", "sac", steps=400, eval_freq=100, overrides=SAC, reward="sparse", her=True)
-    result = resume_and_check(job, episode_bound=get_task("fetch/reach").max_episode_steps)
+    """SB3's SAC with HER: the buffer's episode bookkeeping comes back, and the episode the kill cut (its checkpoint at
+    step 120, 20 steps into fetch/reach's third 50-step episode) is closed, as SB3's `load_replay_buffer` closes it."""
+    job = make_job(tmp_path, "fetch/reach", "sac", steps=360, eval_freq=120, overrides=SAC, reward="sparse", her=True)
+
+    def episodes_closed(job: TrainJob) -> None:
+        from stable_baselines3.common.env_util import make_vec_env
+
+        from policies.algorithms import algorithm_class
+        from policies.checkpoint import read_checkpoint
+        from policies.resume import load_model
+        from policies.reward_program import SparseReward
+        from policies.task_env import make_task_env
+
+        path = checkpoint_path(job.train.out_dir)
+        checkpoint = read_checkpoint(path, json.loads(zipfile.ZipFile(path).read("meta.json"))["settings"])
+        env = make_vec_env(lambda: make_task_env(get_task("fetch/reach"), SparseReward(), seed=0, flatten=False), n_envs=1, seed=0)
+        try:
+            buffer = load_model(algorithm_class("sac"), checkpoint, env, "cpu", str(Path(job.out_dir) / "tb")).replay_buffer
+        finally:
+            env.close()
+        assert type(buffer).__name__ == "HerReplayBuffer" and buffer.pos == checkpoint.steps == 120
+        assert list(buffer.ep_length[:120, 0]) == [50] * 100 + [20] * 20 and list(buffer.ep_start[100:120, 0]) == [100] * 20
+        assert buffer._current_ep_start[0] == 120 and buffer.dones[119, 0] and buffer.timeouts[119, 0]
+
+    result = resume_and_check(job, episode_bound=get_task("fetch/reach").max_episode_steps, between=episodes_closed)
     assert result["her"] is True
 
 
