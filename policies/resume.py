@@ -83,7 +83,7 @@ def capture_rng(model: Any, env: Any) -> dict[str, Any]:
     state: dict[str, Any] = {
         "python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state().numpy(),
         "action_space": model.action_space.np_random.bit_generator.state,
-        "envs": [generator.bit_generator.state for generator in env.get_attr("np_random")],
+        "envs": env_rng_states(env),
         "jax": {f"{owner}.{name}": np.asarray(getattr(target, name))
                 for owner, target in (("model", model), ("policy", model.policy)) for name in ("key", "noise_key")
                 if _is_jax_key(getattr(target, name, None))},
@@ -113,6 +113,11 @@ def restore_model_rng(model: Any, state: dict[str, Any]) -> None:
         for path, value in state["jax"].items():
             owner, name = path.split(".")
             setattr(model if owner == "model" else model.policy, name, jnp.asarray(value))
+
+
+def env_rng_states(env: Any) -> list[dict[str, Any]]:
+    """Each training env's generator state (what its next reset draws the episode's placement from)."""
+    return [generator.bit_generator.state for generator in env.get_attr("np_random")]
 
 
 def restore_env_rng(env: Any, states: list[dict[str, Any]]) -> None:
@@ -155,7 +160,7 @@ class ResumeCheckpoint(BaseCallback):
         self._last_write_at = self._start
         self._last_cost = 0.0
         self.writes: list[dict[str, float]] = []
-        """Each write's step, seconds and bytes (benchmarks/checkpoint_cost.py reads them)."""
+        """Each write's step, seconds and bytes (summed in result.json's `checkpoints`: `cost`)."""
 
     def _on_training_start(self) -> None:
         self._start = self._last_write_at = time.perf_counter()

@@ -1,8 +1,9 @@
 """Train an SB3 policy on a task with a chosen reward; evaluate it with the task's success test.
 
 Read top to bottom: resolve the reward and settings, build vectorised training envs and a separate
-evaluation env, train with callbacks (component stats, periodic success evaluation, checkpoints),
-evaluate the final policy, write `result.json` atomically.
+evaluation env, build the model (or, for a resumable training, load the checkpoint a killed attempt left:
+policies.resume), train with callbacks (component stats, periodic success evaluation, checkpoints, the resume
+checkpoint), evaluate the final policy, write `result.json` atomically.
 """
 
 from __future__ import annotations

@@ -185,6 +185,35 @@ def test_a_torn_checkpoint_is_ignored_with_one_line(tmp_path, capsys):
     assert result.resumed_from == [] and [p["steps"] for p in result.curve] == [128, 256]
 
 
+@pytest.mark.parametrize("task", ["metaworld/reach-v3", "fetch/reach"])
+def test_a_restored_env_stream_draws_the_next_episode_the_interrupted_run_would_have(task):
+    """After the first (seeded) reset of a resumed run, each env's generator is put back, so the next episode's placement
+    is the one the interrupted run would have drawn, not a replay of the first episodes."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from policies.resume import env_rng_states, restore_env_rng
+    from policies.reward_program import SparseReward
+    from policies.task_env import make_task_env
+
+    def build() -> Any:
+        return make_vec_env(lambda: make_task_env(get_task(task), SparseReward(), seed=3), n_envs=2, seed=3)
+
+    interrupted, resumed = build(), build()
+    try:
+        first = interrupted.reset()
+        for _ in range(3):
+            interrupted.reset()
+        saved = env_rng_states(interrupted)
+        following = interrupted.reset()
+        assert not np.array_equal(following, first)
+        assert np.array_equal(resumed.reset(), first)  # a resumed run's first reset is seeded like any start
+        restore_env_rng(resumed, saved)
+        assert np.array_equal(resumed.reset(), following)
+    finally:
+        interrupted.close()
+        resumed.close()
+
+
 def fill(buffer: Any, steps: int, rng: np.random.Generator, episode: int = 7) -> None:
     """Real `add` calls, with next observations that are the next rows' observations except where episodes end."""
     def observation() -> Any:
