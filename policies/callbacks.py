@@ -13,6 +13,7 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from policies.evaluate import EvalResult, evaluate, model_actor
+from policies.io import atomic_file
 
 
 class ComponentStatsCallback(BaseCallback):
@@ -42,6 +43,13 @@ class ComponentStatsCallback(BaseCallback):
 
     def _on_training_end(self) -> None:
         self.flush()
+
+    def state(self) -> dict[str, Any]:
+        """What a resumed training needs to go on with the same history and window (policies.resume)."""
+        return {"history": self.history, "window": self._window, "last_flush": int(self._last_flush)}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.history, self._window, self._last_flush = list(state["history"]), dict(state["window"]), int(state["last_flush"])
 
     def flush(self) -> None:
         if not self._window:
@@ -94,9 +102,20 @@ class SuccessEvalCallback(BaseCallback):
         self.last_result: EvalResult | None = None
         self._next = eval_freq
         self._start = time.perf_counter()
+        self._elapsed_before = 0.0
+        """Training seconds of the attempts before this one (a resumed training), so wall times go on from there."""
 
     def _on_training_start(self) -> None:
-        self._start = time.perf_counter()
+        self._start = time.perf_counter() - self._elapsed_before
+
+    def state(self) -> dict[str, Any]:
+        """What a resumed training needs to go on with the same curve, peak, stop and next evaluation (policies.resume)."""
+        return {"curve": self.curve, "peak": self.peak, "stopped": self.stopped, "next": int(self._next)}
+
+    def restore(self, state: dict[str, Any], elapsed: float) -> None:
+        """Take up a checkpoint's state; `elapsed`: the training seconds before it."""
+        self.curve, self.peak, self.stopped = list(state["curve"]), state["peak"], state["stopped"]
+        self._next, self._elapsed_before = int(state["next"]), float(elapsed)
 
     def _on_step(self) -> bool:
         if self.num_timesteps < self._next:
@@ -132,7 +151,8 @@ class SuccessEvalCallback(BaseCallback):
         }
         self.curve.append(point)
         if self.peak_model_path is not None and (self.peak is None or point["success_rate"] > self.peak["success_rate"]):
-            self.model.save(self.peak_model_path)
+            with atomic_file(self.peak_model_path) as handle:  # a kill mid-save keeps the previous peak whole
+                self.model.save(handle)
             self.peak = {"steps": point["steps"], "success_rate": point["success_rate"], "episodes": point["episodes"],
                          "model_path": str(self.peak_model_path)}
         for key in ("success_rate", "mean_return", "mean_native_return", "mean_length"):

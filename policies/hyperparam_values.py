@@ -37,10 +37,11 @@ def _build(task: Task, params: Hyperparams) -> None:
 
     from policies.train import build_algorithm
 
-    env = DummyVecEnv([lambda: make_task_env(task, SparseReward(), seed=0, flatten=not params.her)])
+    probe = _probe(params)  # without HER: the flat env its policy reads
+    env = DummyVecEnv([lambda: make_task_env(task, SparseReward(), seed=0, flatten=not probe.her)])
     try:
         with tempfile.TemporaryDirectory(prefix="t2r-hp-check-") as folder:
-            build_algorithm(_probe(params), env, 0, "cpu", folder)  # type: ignore[arg-type]
+            build_algorithm(probe, env, 0, "cpu", folder)  # type: ignore[arg-type]
     finally:
         env.close()
 

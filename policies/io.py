@@ -8,10 +8,13 @@ run's files all carry the same permissions as their neighbours.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +41,16 @@ def current_umask() -> int:
     return mask
 
 
-def write_text_atomic(path: str | Path, text: str) -> Path:
+@contextmanager
+def atomic_file(path: str | Path) -> Iterator[io.BufferedWriter]:
+    """A binary file that appears at `path` whole or not at all: written beside it, flushed to disk, then renamed
+    over it when the block ends without an error (a large file, e.g. a training checkpoint, written piece by piece)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
             handle.flush()
             os.fchmod(handle.fileno(), 0o666 & ~current_umask())  # what open(path, "w") would have made
             os.fsync(handle.fileno())
@@ -52,7 +58,12 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    with atomic_file(path) as handle:
+        handle.write(text.encode())
+    return Path(path)
 
 
 def write_json_atomic(path: str | Path, data: Any) -> Path:

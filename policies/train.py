@@ -1,25 +1,28 @@
 """Train an SB3 policy on a task with a chosen reward; evaluate it with the task's success test.
 
 Read top to bottom: resolve the reward and settings, build vectorised training envs and a separate
-evaluation env, train with callbacks (component stats, periodic success evaluation, checkpoints),
-evaluate the final policy, write `result.json` atomically.
+evaluation env, build the model (or, for a resumable training, load the checkpoint a killed attempt left:
+policies.resume), train with callbacks (component stats, periodic success evaluation, checkpoints, the resume
+checkpoint), evaluate the final policy, write `result.json` atomically.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from policies.algorithms import algorithm_class, cache_jax_compilations, configure_jax, get_algorithm, jax_gpu_count, use_jax_device
 from policies.callbacks import ComponentStatsCallback, SuccessEvalCallback
+from policies.checkpoint import Checkpoint, checkpoint_path
 from policies.config import TrainConfig
 from policies.evaluate import evaluate, model_actor
 from policies.her import HER_POLICY, check_learning_starts, her_algo_kwargs, her_buffer_size, resolve_her
 from policies.hyperparams import Hyperparams, load_hyperparams
-from policies.io import write_json_atomic
+from policies.io import atomic_file, write_json_atomic
+from policies.resume import ResumeCheckpoint, find_checkpoint, load_model, training_settings
 from policies.reward_modes import DEFAULT_GAMMA, require_program
 from policies.reward_program import RewardFunction, SparseReward, reward_from_spec
 from policies.task_env import make_task_env
@@ -81,6 +84,12 @@ class TrainResult:
     her: bool = False
     """Trained with hindsight experience replay (policies.her): the policy reads the task's dict observation, not the
     flat one, and whatever rebuilds its env must keep it (`policies.her.flat_observations`). Absent in older results: False."""
+    resumed_from: list[int] = field(default_factory=list)
+    """The step counts this training was resumed from after an interruption (policies.resume), in order; empty when it
+    ran in one go. Absent in older results: empty."""
+    checkpoints: dict[str, Any] | None = None
+    """What its resume checkpoints cost in this attempt: {writes, seconds, max_seconds, bytes (the last one's size)};
+    None when it wrote none (`t2r train`). `wall_seconds` includes them."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -118,11 +127,17 @@ def resolve_reward(task: Task, spec: str) -> RewardFunction:
     return reward_from_spec(spec)
 
 
-def build_algorithm(params: Hyperparams, env: Any, seed: int, device: str, tb_dir: Path) -> Any:
-    if get_algorithm(params.algo).backend == "sbx":
+def library_device(algo: str, device: str) -> str:
+    """The device argument for the algorithm's constructor or `load`: SBX's networks go where JAX is told to put them."""
+    if get_algorithm(algo).backend == "sbx":
         use_jax_device(device)
         cache_jax_compilations()
-        device = "cpu"  # SBX's torch side only holds numpy buffers; JAX holds the networks
+        return "cpu"  # SBX's torch side only holds numpy buffers; JAX holds the networks
+    return device
+
+
+def build_algorithm(params: Hyperparams, env: Any, seed: int, device: str, tb_dir: Path) -> Any:
+    device = library_device(params.algo, device)
     return algorithm_class(params.algo)(
         params.policy,
         env,
@@ -140,8 +155,11 @@ def train(
     reward_fn: RewardFunction | None = None,
     on_eval: Callable[[dict[str, Any]], None] | None = None,
     on_phase: Callable[[str], None] | None = None,
+    resumable: bool = False,
 ) -> TrainResult:
-    """Train, evaluate and write `out_dir/result.json`; `reward_fn` overrides `config.reward`."""
+    """Train, evaluate and write `out_dir/result.json`; `reward_fn` overrides `config.reward`. `resumable`: write a
+    resume checkpoint after evaluations and go on from one a previous attempt left in `out_dir` with the same
+    settings (policies.resume); the caller removes it once its job is done (policies.checkpoint.remove_checkpoint)."""
     import torch
     from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
     from stable_baselines3.common.env_util import make_vec_env
@@ -177,16 +195,19 @@ def train(
     torch.set_num_threads(config.torch_threads)  # one thread is faster on 2 cores (benchmarks/RESULTS.md)
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    settings = training_settings(task.id, config.reward, reward_fn, mode, params.algo, config.seed, steps, config.stop_at_success,
+                                 asdict(params))
+    checkpoint = find_checkpoint(out, settings) if resumable else None
 
     train_env = make_vec_env(
         lambda: make_task_env(task, reward_fn, seed=config.seed, reward_mode=mode, gamma=gamma, flatten=flatten),
         n_envs=params.n_envs,
         seed=config.seed,
         monitor_dir=str(out / "monitor"),
-        monitor_kwargs={"info_keywords": ("is_success",)},
+        monitor_kwargs={"info_keywords": ("is_success",), "override_existing": checkpoint is None},  # a resumed run appends
     )
     eval_env = make_task_env(task, reward_fn, seed=config.seed + EVAL_SEED_OFFSET, reward_mode=mode, gamma=gamma, flatten=flatten)
-    model = build_algorithm(params, train_env, config.seed, device, out / "tb")
+    model, checkpoint = resume_or_build(params, train_env, config.seed, device, out / "tb", checkpoint)
     components = ComponentStatsCallback(log_every=max(1000, eval_freq // 2))
     evaluator = SuccessEvalCallback(
         eval_env, eval_freq, eval_episodes, config.seed + EVAL_SEED_OFFSET, config.stop_at_success, on_eval,
@@ -195,19 +216,35 @@ def train(
     checkpoints = CheckpointCallback(
         save_freq=max(params.checkpoint_freq // params.n_envs, 1), save_path=str(out / "checkpoints"), name_prefix="model"
     )
+    callbacks: list[Any] = [components, evaluator, checkpoints]
+    elapsed_before, training_done = 0.0, False
+    resumed_from: list[int] = []
+    if checkpoint is not None:
+        elapsed_before, resumed_from = resume_callbacks(checkpoint, components, evaluator, out / PEAK_MODEL_FILE)
+        checkpoints.n_calls = model.num_timesteps // params.n_envs  # its periodic saves keep their step counts
+        training_done = bool(checkpoint.state["finished"] or evaluator.stopped is not None)
+        print(f"resuming from the checkpoint at step {checkpoint.steps} of {steps} ({len(evaluator.curve)} evaluations kept)"
+              + ("; its training had ended" if training_done else ""), flush=True)
+    resume = None
+    if resumable:  # after the evaluator: it checkpoints what an evaluation just added
+        resume = ResumeCheckpoint(checkpoint_path(out), settings, evaluator, components, out / PEAK_MODEL_FILE, elapsed_before,
+                                  resumed_from, env_rng=checkpoint.state["rng"]["envs"] if checkpoint is not None else None)
+        callbacks.append(resume)
     start = time.perf_counter()
     failure, failure_error = None, None
     try:
         try:
-            model.learn(
-                total_timesteps=steps,
-                callback=CallbackList([components, evaluator, checkpoints]),
-                progress_bar=config.progress,
-                tb_log_name="run",
-            )
+            if not training_done:
+                model.learn(
+                    total_timesteps=max(steps - model.num_timesteps, 0) if checkpoint is not None else steps,
+                    callback=CallbackList(callbacks),
+                    progress_bar=config.progress,
+                    tb_log_name="run",
+                    reset_num_timesteps=checkpoint is None,  # the budget counts from where the checkpoint stopped
+                )
         except RewardProgramError as exc:  # the reward broke a limit: keep what was learned so far
             failure, failure_error = str(exc), exc
-        wall = time.perf_counter() - start
+        wall = elapsed_before + time.perf_counter() - start
         model.save(out / MODEL_FILE)
         if failure is not None:  # the reward can no longer be called; the success test needs none
             eval_env.close()
@@ -264,6 +301,8 @@ def train(
         reward_failure_numbers=failure_error.numbers if failure_error is not None else "",
         stopped_early=evaluator.stopped,
         her=params.her,
+        resumed_from=resumed_from,
+        checkpoints=resume.cost() if resume is not None else None,
     )
     write_json_atomic(out / RESULT_FILE, result.to_dict())
     if failure_error is not None:
@@ -271,6 +310,32 @@ def train(
         error.numbers = failure_error.numbers
         raise error
     return result
+
+
+def resume_or_build(params: Hyperparams, env: Any, seed: int, device: str, tb_dir: Path,
+                    checkpoint: Checkpoint | None) -> tuple[Any, Checkpoint | None]:
+    """The checkpoint's model when there is one that loads, else a new one; and the checkpoint, if it was used."""
+    if checkpoint is not None:
+        try:
+            return load_model(algorithm_class(params.algo), checkpoint, env, library_device(params.algo, device), str(tb_dir)), checkpoint
+        except Exception as exc:  # a library that changed under it, a buffer that does not fit: the checkpoint is of no use
+            print(f"the checkpoint {checkpoint.path} cannot be restored ({type(exc).__name__}: {exc}); starting over", flush=True)
+    return build_algorithm(params, env, seed, device, tb_dir), None
+
+
+def resume_callbacks(checkpoint: Checkpoint, components: ComponentStatsCallback, evaluator: SuccessEvalCallback,
+                     peak_model: Path) -> tuple[float, list[int]]:
+    """Give the callbacks the checkpoint's curve, peak, statistics and early-stopping state, and put back the peak policy
+    it knew (one saved after it belongs to an evaluation the resumed run makes again). Returns the training seconds
+    before it and the steps of every resumption so far, this one included."""
+    state = checkpoint.state
+    components.restore(state["components"])
+    evaluator.restore(state["evaluator"], elapsed=state["wall_seconds"])
+    if checkpoint.peak_model is not None and evaluator.peak is not None:
+        with atomic_file(peak_model) as handle:
+            handle.write(checkpoint.peak_model)
+        evaluator.peak["model_path"] = str(peak_model)  # where it is now, should the folder have moved
+    return float(state["wall_seconds"]), [*state["resumed_from"], checkpoint.steps]
 
 
 def final_eval_episodes(config: TrainConfig, params: Hyperparams) -> int:

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from policies.checkpoint import remove_checkpoint
 from policies.config import TrainConfig
 from policies.io import write_json_atomic, write_text_atomic
 from text2reward.errors import ConfigError
@@ -43,6 +44,9 @@ class TrainJob:
     task_file: str | None = None
     analysis_episodes: int = 3
     video: bool = False
+    resumable: bool = True
+    """Checkpoint training at evaluations, and go on from the checkpoint a killed attempt left in the folder
+    (policies.resume); the Ray executor turns it off (each attempt runs in a fresh temporary folder)."""
 
     @property
     def out_dir(self) -> str:
@@ -102,7 +106,7 @@ def run_job(job: TrainJob) -> dict[str, Any]:
         write_json_atomic(out / PROGRESS_FILE, {**latest, "total_steps": total, "phase": name})
 
     try:
-        result = train(config, reward_fn=reward_fn, on_eval=publish, on_phase=phase)
+        result = train(config, reward_fn=reward_fn, on_eval=publish, on_phase=phase, resumable=job.resumable)
         record: dict[str, Any] = {"result": result.to_dict(), "warnings": []}
         if job.analysis_episodes > 0 or job.video:
             from policies.train import load_policy
@@ -135,6 +139,7 @@ def run_job(job: TrainJob) -> dict[str, Any]:
         if close is not None:
             close()
     write_json_atomic(out / DONE_FILE, record)
+    remove_checkpoint(config.out_dir)  # a finished job is never run again (the pool skips done.json)
     return record
 
 
@@ -211,8 +216,11 @@ def execute(job: TrainJob) -> bool:
         run_job(job)
     except Exception as exc:  # recorded for the loop, which marks the candidate failed with this reason
         reason = _reason(exc)
-        write_json_atomic(out / ERROR_FILE, {"reason": reason, "cause": failure_cause(exc), "numbers": getattr(exc, "numbers", ""),
+        cause = failure_cause(exc)
+        write_json_atomic(out / ERROR_FILE, {"reason": reason, "cause": cause, "numbers": getattr(exc, "numbers", ""),
                                              "traceback": traceback.format_exc()[-4000:]})
+        if cause == "reward":  # its own code failed: never trained again, so nothing will resume from the checkpoint
+            remove_checkpoint(job.train.out_dir)
         return False
     return True
 

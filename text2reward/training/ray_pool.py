@@ -243,6 +243,7 @@ def localise(payload: dict[str, Any], root: Path) -> TrainJob:
     inputs.mkdir()
     stop_file = str(out / Path(job.train.stop_file).name) if job.train.stop_file else None
     job.train = replace(job.train, out_dir=out / TRAIN_DIR, stop_file=stop_file)
+    job.resumable = False  # a retried task starts in a fresh folder: a checkpoint here would cost time and never be read
     if payload.get("code") is not None:
         job.code_path = str(inputs / "reward.py")
         Path(job.code_path).write_text(payload["code"])

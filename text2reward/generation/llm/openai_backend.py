@@ -30,7 +30,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from text2reward.errors import ConfigError
@@ -39,7 +39,10 @@ from text2reward.generation.llm.errors import BackendError
 from text2reward.generation.llm.lazy import lazy_module
 from text2reward.generation.llm.spec import BackendSettings, BackendSpec
 
-openai = lazy_module("openai")  # the SDK costs ~1 s to import: only a run (or a check) that talks to an endpoint loads it
+if TYPE_CHECKING:
+    import openai
+else:
+    openai = lazy_module("openai")  # the SDK costs ~1 s to import: only a run (or a check) that talks to an endpoint loads it
 log = logging.getLogger(__name__)
 
 LOCAL_PLACEHOLDER_KEY = "not-needed"
