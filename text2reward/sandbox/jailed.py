@@ -62,7 +62,7 @@ def _serve(config: dict) -> int:
     proto_in, proto_out = _claim_stdio()
     reader = FrameReader(proto_in)
     hello = pickle.loads(reader.read())
-    modules = _import_trusted(hello["code"], hello["modules"])
+    modules = _import_trusted(hello["code"], hello["modules"], hello["sources"])
     return _serve_calls(reader, proto_out, hello, modules, config)
 
 
@@ -103,7 +103,7 @@ def _self_test(config: dict) -> int:
     """The real lock-down (without the lint layer), then every escape attempt; findings on stdout."""
     _apply_limits(config)
     proto_in, proto_out = _claim_stdio()
-    _import_trusted("", [])
+    _import_trusted("", [], {})
     from text2reward.sandbox.selftest import probe
 
     layers = _lock_down(config)
@@ -122,7 +122,7 @@ def _zygote(config: dict) -> int:
 
     proto_in, proto_out = _claim_stdio()
     handoff = socket.socket(fileno=int(config["handoff_fd"]))
-    _import_trusted("", [])
+    _import_trusted("", [], {})
     import_layers()
     while True:
         try:
@@ -130,7 +130,7 @@ def _zygote(config: dict) -> int:
         except ChannelClosed:
             return 0
         try:
-            modules = _import_trusted(request["code"], request["modules"])
+            modules = _import_trusted(request["code"], request["modules"], request["sources"])
         except Exception as exc:  # e.g. a view class that cannot be imported here
             _send(proto_out, {"forked": False, "detail": f"the sandbox could not import the views: {type(exc).__name__}: {exc}"})
             continue
@@ -208,10 +208,12 @@ def _claim_stdio() -> tuple[int, int]:
     return proto_in, proto_out
 
 
-def _import_trusted(code: str, view_modules: list[str]) -> dict:
-    """Import numpy, math, the views' modules, and the allowed modules the code names; return the latter."""
+def _import_trusted(code: str, view_modules: list[str], sources: dict[str, str]) -> dict:
+    """Import numpy, math, the views' modules (those the jail does not show run from `sources`, sent by the parent:
+    runner.view_sources), and the allowed modules the code names; return the latter."""
     import ast
     import importlib
+    import types
     import warnings
 
     import numpy
@@ -219,6 +221,9 @@ def _import_trusted(code: str, view_modules: list[str]) -> dict:
     import policies.reward_program  # noqa: F401 - normalise_output, imported before lock-down
     from text2reward.sandbox.static import ALLOWED_MODULES, EAGER_MODULES
 
+    for name, source in sources.items():
+        module = sys.modules[name] = types.ModuleType(name)  # registered first: dataclasses look their module up
+        exec(compile(source, f"<view module {name}>", "exec"), module.__dict__)
     for name in view_modules:
         importlib.import_module(name)
     wanted = set(EAGER_MODULES)  # the rest of the allow-list (scipy) only when the code names it
