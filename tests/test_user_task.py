@@ -239,3 +239,44 @@ def test_a_hyper_parameter_file_is_refused_where_it_cannot_apply(tmp_path):
         load_task_file(other)
     with pytest.raises(ConfigError, match=r"no hyper-parameters for family 'nowhere'; name a YAML file in its task \(Task\(\.\.\., hyperparams_file="):
         load_hyperparams("nowhere")
+
+
+POSTPONED_VIEW = textwrap.dedent(
+    '''
+    from __future__ import annotations
+
+    from dataclasses import dataclass
+
+    import numpy as np
+
+    from sim_envs.view_base import StateView, attr
+
+
+    @dataclass(slots=True)
+    class Part:
+        """A part of the robot."""
+
+        position: np.ndarray = attr("(3,) where it is")
+
+
+    @dataclass(slots=True)
+    class PostponedView(StateView):
+        """A view whose module postpones its annotations."""
+
+        part: Part = attr("the part")
+    '''
+)
+
+
+def test_a_view_module_that_postpones_annotations_renders_like_any_other(tmp_path, monkeypatch):
+    """`from __future__ import annotations` makes field types text: the prompt still shows the nested class and types."""
+    import importlib
+
+    from sim_envs.view_base import render_view_class_doc, view_field_paths
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "postponed_view_module.py").write_text(POSTPONED_VIEW)
+    view_class = importlib.import_module("postponed_view_module").PostponedView
+    doc = render_view_class_doc(view_class)
+    assert "class Part:" in doc and "position: np.ndarray  # (3,) where it is" in doc and "part: Part  # the part" in doc
+    assert "self.part.position" in view_field_paths(view_class)
