@@ -174,7 +174,7 @@ def _with_episode_steps(parent: Task, steps: int) -> Callable[..., Any]:
 
 
 def load_task_file(path: str | Path) -> list[Task]:
-    """Run a user's Python file and register every `Task` it defines at module level.
+    """Run a user's Python file and register every `Task` it defines at module level (as `source="user"`).
 
     Modules next to the file import by their names (`from my_robot_env import MyEnv`), as beside a script: its
     folder joins the end of `sys.path` (the end, so an installed package of the same name is never shadowed: give
@@ -198,4 +198,5 @@ def load_task_file(path: str | Path) -> list[Task]:
     tasks = [value for value in vars(module).values() if isinstance(value, Task)]
     if not tasks:
         raise TaskFileError(f"task file {path} defines no Task; assign derive_task(...) to a module-level name")
-    return [register_task(t, replace=True) for t in tasks]
+    # a Task built in the file (not derived) is the user's too, whatever its `source` says
+    return [register_task(t if t.source != "builtin" else dataclasses.replace(t, source="user"), replace=True) for t in tasks]

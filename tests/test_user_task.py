@@ -177,8 +177,7 @@ OWN_FAMILY_TASK_FILE = textwrap.dedent(
 
     from sim_envs import get_task
 
-    JUMP = dataclasses.replace(get_task("hopper/forward"), id="{family}/jump", family="{family}", source="user",
-                               hyperparams_file={file})
+    JUMP = dataclasses.replace(get_task("hopper/forward"), id="{family}/jump", family="{family}", hyperparams_file={file})
     '''
 )
 
@@ -196,6 +195,7 @@ def test_a_task_file_names_its_familys_hyper_parameter_file(tmp_path):
 
     path = own_family_task(tmp_path, "jumper", "algo: ppo\nn_envs: 2\nalgo_kwargs:\n  n_steps: 256\n")
     (task,) = load_task_file(path)
+    assert task.source == "user"  # a Task made in a task file is the user's, whatever the dataclass it copied said
     assert hyperparams_path("jumper") == tmp_path / "settings.yml"
     params = load_hyperparams(task.family)
     assert params.algo == "ppo" and params.n_envs == 2 and params.algo_kwargs == {"n_steps": 256}
