@@ -296,4 +296,5 @@ def view_sources(modules: list[str]) -> dict[str, str]:
     before it locks down, so it can rebuild those views. The user's code, trusted as their task file is."""
     shown = tuple(path.rstrip("/") + "/" for path in readable_paths())
     files = {name: getattr(sys.modules.get(name), "__file__", None) for name in modules}
-    return {name: Path(file).read_text() for name, file in files.items() if file and not os.path.realpath(file).startswith(shown)}
+    return {name: Path(file).read_text() for name, file in files.items()
+            if file and file.endswith(".py") and not os.path.realpath(file).startswith(shown)}
