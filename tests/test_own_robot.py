@@ -121,6 +121,18 @@ def test_the_shipped_reward_passes_validation_in_the_jail(hide):
     assert all(check["ok"] for check in report["checks"].values()), report["checks"]
 
 
+def test_the_heuristic_backend_writes_a_push_reward_the_jail_accepts(task):
+    """`t2r run --llm heuristic` works for this task: the rule-based backend recognises an arm pushing an object from the
+    view's field names and the task's text, and its program validates in the jail."""
+    from text2reward.generation.llm.heuristic import compose
+    from text2reward.sandbox import validate
+
+    program, plan = compose(task, seed=0, round_index=0, index=0, n=1, temperature=1.0, context={})
+    assert plan.archetype == "push" and "self.obj.velocity" in program  # the settle term: success is judged at the last step
+    report = validate(program, task)
+    assert report.ok, report.errors
+
+
 @pytest.mark.slow
 def test_train_uses_the_familys_own_hyper_parameters(tmp_path):
     out = tmp_path / "train"
