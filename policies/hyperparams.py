@@ -1,4 +1,5 @@
-"""Per-family training settings, read from `policies/hyperparams/<family>.yml`.
+"""Per-family training settings, read from `policies/hyperparams/<family>.yml`, or from the file a task file's tasks
+name for their own family (`Task.hyperparams_file`).
 
 Why YAML files: people tune these without touching code, as in rl-zoo3; flags override them.
 """
@@ -16,6 +17,7 @@ import yaml
 
 from policies.algorithms import algorithm_class, get_algorithm
 from sim_envs.errors import ConfigError
+from sim_envs.registry import family_hyperparams_file
 
 HYPERPARAMS_DIR = Path(__file__).parent / "hyperparams"
 
@@ -44,11 +46,15 @@ class Hyperparams:
 def load_hyperparams(family: str, algo: str | None = None, overrides: dict[str, Any] | None = None) -> Hyperparams:
     """The family's settings; `algo` switches algorithm. Another implementation of the same algorithm
     (`sac` for `sbx-sac`) keeps the settings it accepts; another algorithm starts from its library's defaults."""
-    path = HYPERPARAMS_DIR / f"{family}.yml"
-    if not path.is_file():
-        raise ConfigError(f"no hyper-parameters for family {family!r}; add {path}")
-    raw = yaml.safe_load(path.read_text()) or {}
-    params = Hyperparams(**copy.deepcopy(raw))
+    path = hyperparams_path(family)
+    params = _read(path)
+    accepted = constructor_keys(params.algo)
+    for key in params.algo_kwargs:
+        if key not in accepted:
+            close = difflib.get_close_matches(key, accepted, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(f"hyper-parameter file {path}: algo_kwargs {key!r} is not a setting of {params.algo.upper()}{hint}; "
+                              f"valid keys: {', '.join(accepted)}")
     if algo is not None and algo != params.algo:
         if get_algorithm(algo).family == get_algorithm(params.algo).family:
             params = carry_settings(params, algo)
@@ -62,6 +68,32 @@ def load_hyperparams(family: str, algo: str | None = None, overrides: dict[str, 
         else:
             params.algo_kwargs[key] = value
     return params
+
+
+def hyperparams_path(family: str) -> Path:
+    """The family's YAML file: the one its tasks name (a family defined in a task file), else the package's own."""
+    own = family_hyperparams_file(family)
+    if own is not None:
+        return own
+    path = HYPERPARAMS_DIR / f"{family}.yml"
+    if not path.is_file():
+        raise ConfigError(f"no hyper-parameters for family {family!r}; name a YAML file in its task "
+                          f"(Task(..., hyperparams_file=Path(__file__).with_name('{family}.yml'))) or add {path}")
+    return path
+
+
+def _read(path: Path) -> Hyperparams:
+    """A settings file, with a one-line error for what a hand-written file gets wrong."""
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read hyper-parameter file {path}: {' '.join(str(exc).split())}") from None
+    known = [f.name for f in fields(Hyperparams)]
+    unknown = sorted(set(raw) - set(known)) if isinstance(raw, dict) else []
+    if not isinstance(raw, dict) or "algo" not in raw or unknown:
+        what = f"unknown setting {unknown[0]!r}" if unknown else "it needs a mapping with at least `algo:`"
+        raise ConfigError(f"hyper-parameter file {path}: {what}; the settings are {', '.join(known)}")
+    return Hyperparams(**copy.deepcopy(raw))
 
 
 def carry_settings(params: Hyperparams, algo: str) -> Hyperparams:
@@ -84,11 +116,16 @@ SET_BY_FLAGS = {"her": "--her / --no-her"}
 """Settings of ours that a flag sets, not `--hp` (one way to say each thing)."""
 
 
+def constructor_keys(algo: str) -> list[str]:
+    """The SB3 (or SBX) constructor's own arguments that a settings file or `--hp` may set for `algo`."""
+    constructor = inspect.signature(algorithm_class(algo).__init__).parameters
+    return sorted(name for name in constructor if name not in SET_BY_TRAINING)
+
+
 def valid_override_keys(algo: str) -> list[str]:
     """What `--hp KEY=VALUE` may name for `algo`: our settings plus the SB3 constructor's own arguments."""
-    constructor = inspect.signature(algorithm_class(algo).__init__).parameters
     ours = [f.name for f in fields(Hyperparams) if f.name not in ("algo", "algo_kwargs", *SET_BY_FLAGS)]
-    return sorted(set(ours) | {name for name in constructor if name not in SET_BY_TRAINING})
+    return sorted(set(ours) | set(constructor_keys(algo)))
 
 
 def check_overrides(algo: str, overrides: dict[str, Any]) -> None:

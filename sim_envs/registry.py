@@ -48,8 +48,38 @@ def register_task(task: Task, *, replace: bool = False) -> Task:
         raise TaskFileError(f"task id {task.id!r} must look like '<family>/<name>', e.g. 'custom/hopper_jump'")
     if task.id in _TASKS and not replace and _TASKS[task.id] is not task:
         raise TaskFileError(f"task id {task.id!r} is already registered; pick another id")
+    _check_hyperparams_file(task)
     _TASKS[task.id] = task
     return task
+
+
+def _check_hyperparams_file(task: Task) -> None:
+    """A task's hyper-parameter file exists and is its family's only one: settings are per family, and a built-in
+    family keeps the package's. A task naming none trains with its family's."""
+    own = task.hyperparams_file
+    if own is None:
+        return
+    if not Path(own).is_file():
+        raise TaskFileError(f"task {task.id}: hyper-parameter file {own} does not exist; pass the path of a YAML file "
+                            "(e.g. Path(__file__).with_name('my_family.yml'))")
+    for other in _TASKS.values():
+        if other.family != task.family or other.id == task.id:
+            continue
+        if other.source == "builtin":
+            raise TaskFileError(f"task {task.id} names hyper-parameter file {own}, but {task.family!r} is a built-in family, "
+                                f"trained with the package's settings; give the task a family of its own, e.g. family='my_{task.family}'")
+        if other.hyperparams_file is not None and not _same_file(other.hyperparams_file, own):
+            raise TaskFileError(f"task {task.id} names hyper-parameter file {own}, but family {task.family!r} trains with "
+                                f"{other.hyperparams_file} (task {other.id}); name the same file, or give the task a family of its own")
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    return Path(first).resolve() == Path(second).resolve()
+
+
+def family_hyperparams_file(family: str) -> Path | None:
+    """The hyper-parameter file the family's registered tasks name (a family from a task file), or None."""
+    return next((Path(t.hyperparams_file) for t in _TASKS.values() if t.family == family and t.hyperparams_file is not None), None)
 
 
 def list_tasks(family: str | None = None) -> list[Task]:
@@ -144,10 +174,17 @@ def _with_episode_steps(parent: Task, steps: int) -> Callable[..., Any]:
 
 
 def load_task_file(path: str | Path) -> list[Task]:
-    """Run a user's Python file and register every `Task` it defines at module level."""
+    """Run a user's Python file and register every `Task` it defines at module level (as `source="user"`).
+
+    Modules next to the file import by their names (`from my_robot_env import MyEnv`), as beside a script: its
+    folder joins the end of `sys.path` (the end, so an installed package of the same name is never shadowed: give
+    your modules distinctive names). It stays there, since env factories may import them later."""
     path = Path(path)
     if not path.is_file():
         raise TaskFileError(f"task file {path} does not exist; pass the path of a .py file that defines a Task")
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.append(folder)
     module_name = f"t2r_user_task_{abs(hash(path.resolve()))}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
@@ -161,4 +198,5 @@ def load_task_file(path: str | Path) -> list[Task]:
     tasks = [value for value in vars(module).values() if isinstance(value, Task)]
     if not tasks:
         raise TaskFileError(f"task file {path} defines no Task; assign derive_task(...) to a module-level name")
-    return [register_task(t, replace=True) for t in tasks]
+    # a Task built in the file (not derived) is the user's too, whatever its `source` says
+    return [register_task(t if t.source != "builtin" else dataclasses.replace(t, source="user"), replace=True) for t in tasks]

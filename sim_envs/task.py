@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -101,6 +102,10 @@ class Task:
     """Set where keypoint rewards apply (an arm with an end effector and an object); None elsewhere."""
     budget_note: str = ""
     """What a budget that learns this task looks like, when it is far above `default_steps` (shown by `t2r tasks --show`)."""
+    hyperparams_file: Path | None = None
+    """The training settings of this task's family, a YAML file in the format of `policies/hyperparams/<family>.yml`:
+    how a family defined in a task file (outside this package) brings its own. None: the package's file for the family.
+    Every task of a family names the same file, and a built-in family keeps the package's (sim_envs.registry)."""
 
     @property
     def is_multi_goal(self) -> bool:

@@ -68,11 +68,20 @@ def _type_name(annotation: Any) -> str:
     return name
 
 
+def field_types(cls: type) -> dict[str, Any]:
+    """Each field's type, resolved where it was written as text (a module with `from __future__ import annotations`)."""
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # an annotation that does not resolve: the raw ones
+        hints = {}
+    return {f.name: hints.get(f.name, f.type) for f in dataclasses.fields(cls)}
+
+
 def _nested_view_classes(cls: type) -> list[type]:
     """Dataclasses referenced by `cls`'s fields, depth first, each once."""
     found: list[type] = []
-    for f in dataclasses.fields(cls):
-        candidates = typing.get_args(f.type) or (f.type,)
+    for annotation in field_types(cls).values():
+        candidates = typing.get_args(annotation) or (annotation,)
         for candidate in candidates:
             if isinstance(candidate, type) and dataclasses.is_dataclass(candidate) and candidate not in found:
                 for inner in _nested_view_classes(candidate):
@@ -85,9 +94,10 @@ def _nested_view_classes(cls: type) -> list[type]:
 def _render_class(cls: type) -> str:
     doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
     lines = [f"class {cls.__name__}:", f'    """{doc}"""']
+    types_ = field_types(cls)
     for f in dataclasses.fields(cls):
         note = f.metadata.get("doc", "")
-        lines.append(f"    {f.name}: {_type_name(f.type)}  # {note}")
+        lines.append(f"    {f.name}: {_type_name(types_[f.name])}  # {note}")
     return "\n".join(lines)
 
 
@@ -101,10 +111,10 @@ def render_view_class_doc(view_class: type) -> str:
 def view_field_paths(view_class: type, prefix: str = "self") -> list[str]:
     """Every readable attribute path (`self.robot.ee_position`, ...): used to check reward code."""
     paths: list[str] = []
-    for f in dataclasses.fields(view_class):
-        path = f"{prefix}.{f.name}"
+    for name, annotation in field_types(view_class).items():
+        path = f"{prefix}.{name}"
         paths.append(path)
-        for candidate in typing.get_args(f.type) or (f.type,):
+        for candidate in typing.get_args(annotation) or (annotation,):
             if isinstance(candidate, type) and dataclasses.is_dataclass(candidate):
                 paths.extend(view_field_paths(candidate, path))
     return paths

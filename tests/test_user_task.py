@@ -145,3 +145,138 @@ def test_the_readmes_task_file_loads_and_states_its_rule(tmp_path):
     task = get_task(loaded[0].id)
     assert task.success_doc == "`torso.position[2]` above 1.6 m, at any step of the episode"
     assert task.success_rule is not None and task.success_rule.constants == {"HEIGHT": 1.6}
+
+
+SIBLING_TASK_FILE = textwrap.dedent(
+    '''
+    from {module} import DESCRIPTION
+
+    from sim_envs import derive_task
+
+    HOP = derive_task("hopper/forward", id="custom/hop_beside", description=DESCRIPTION,
+                      is_success=lambda view, info: False, success_doc="never")
+    '''
+)
+
+
+def test_a_task_file_imports_the_modules_beside_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the folder the loader adds goes with the test
+    module = f"sibling_{tmp_path.name.replace('-', '_')}"  # a name no other test has imported
+    (tmp_path / f"{module}.py").write_text("DESCRIPTION = 'Hop, as the module beside the task file says.'\n")
+    path = tmp_path / "my_task.py"
+    path.write_text(SIBLING_TASK_FILE.format(module=module))
+    (task,) = load_task_file(path)
+    assert task.description == "Hop, as the module beside the task file says."
+    assert sys.path[-1] == str(tmp_path.resolve())  # at the end: an installed package of the same name wins
+
+
+OWN_FAMILY_TASK_FILE = textwrap.dedent(
+    '''
+    import dataclasses
+    from pathlib import Path
+
+    from sim_envs import get_task
+
+    JUMP = dataclasses.replace(get_task("hopper/forward"), id="{family}/jump", family="{family}", hyperparams_file={file})
+    '''
+)
+
+
+def own_family_task(tmp_path, family: str, yaml_text: str | None, file: str = "Path(__file__).with_name('settings.yml')"):
+    if yaml_text is not None:
+        (tmp_path / "settings.yml").write_text(yaml_text)
+    path = tmp_path / f"{family}_task.py"
+    path.write_text(OWN_FAMILY_TASK_FILE.format(family=family, file=file))
+    return path
+
+
+def test_a_task_file_names_its_familys_hyper_parameter_file(tmp_path):
+    from policies.hyperparams import hyperparams_path, load_hyperparams
+
+    path = own_family_task(tmp_path, "jumper", "algo: ppo\nn_envs: 2\nalgo_kwargs:\n  n_steps: 256\n")
+    (task,) = load_task_file(path)
+    assert task.source == "user"  # a Task made in a task file is the user's, whatever the dataclass it copied said
+    assert hyperparams_path("jumper") == tmp_path / "settings.yml"
+    params = load_hyperparams(task.family)
+    assert params.algo == "ppo" and params.n_envs == 2 and params.algo_kwargs == {"n_steps": 256}
+    assert load_hyperparams(task.family, None, {"n_steps": 128}).algo_kwargs == {"n_steps": 128}  # --hp still wins
+    assert load_hyperparams("fetch").algo == "sbx-sac"  # the package's families keep theirs
+
+
+@pytest.mark.parametrize(
+    "family, yaml_text, message",
+    [
+        ("typo_family", "algo: ppo\nn_env: 2\n", "unknown setting 'n_env'; the settings are algo, policy, n_envs"),
+        ("kwarg_family", "algo: ppo\nalgo_kwargs:\n  n_step: 256\n", "algo_kwargs 'n_step' is not a setting of PPO (did you mean n_steps?)"),
+        ("no_algo_family", "n_envs: 2\n", "it needs a mapping with at least `algo:`"),
+        ("broken_family", "algo: [ppo\n", "cannot read hyper-parameter file"),
+    ],
+)
+def test_a_bad_hyper_parameter_file_says_what_to_fix(tmp_path, family, yaml_text, message):
+    from policies.hyperparams import load_hyperparams
+    from sim_envs.errors import ConfigError
+
+    load_task_file(own_family_task(tmp_path, family, yaml_text))
+    with pytest.raises(ConfigError, match="hyper-parameter file .*settings.yml") as error:
+        load_hyperparams(family)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_hyper_parameter_file_is_refused_where_it_cannot_apply(tmp_path):
+    from policies.hyperparams import load_hyperparams
+    from sim_envs.errors import ConfigError
+
+    with pytest.raises(TaskFileError, match="hyper-parameter file .*missing.yml does not exist"):
+        load_task_file(own_family_task(tmp_path, "missing_family", None, "Path(__file__).with_name('missing.yml')"))
+    with pytest.raises(TaskFileError, match="'locomotion' is a built-in family, trained with the package's settings; give the task a family of its own"):
+        load_task_file(own_family_task(tmp_path, "locomotion", "algo: ppo\n"))
+    load_task_file(own_family_task(tmp_path, "shared_family", "algo: ppo\n"))
+    (tmp_path / "other.yml").write_text("algo: sac\n")
+    other = tmp_path / "other_task.py"
+    other.write_text(OWN_FAMILY_TASK_FILE.format(family="shared_family", file="Path(__file__).with_name('other.yml')")
+                     .replace("shared_family/jump", "shared_family/leap"))
+    with pytest.raises(TaskFileError, match="family 'shared_family' trains with .*settings.yml .task shared_family/jump.; name the same file"):
+        load_task_file(other)
+    with pytest.raises(ConfigError, match=r"no hyper-parameters for family 'nowhere'; name a YAML file in its task \(Task\(\.\.\., hyperparams_file="):
+        load_hyperparams("nowhere")
+
+
+POSTPONED_VIEW = textwrap.dedent(
+    '''
+    from __future__ import annotations
+
+    from dataclasses import dataclass
+
+    import numpy as np
+
+    from sim_envs.view_base import StateView, attr
+
+
+    @dataclass(slots=True)
+    class Part:
+        """A part of the robot."""
+
+        position: np.ndarray = attr("(3,) where it is")
+
+
+    @dataclass(slots=True)
+    class PostponedView(StateView):
+        """A view whose module postpones its annotations."""
+
+        part: Part = attr("the part")
+    '''
+)
+
+
+def test_a_view_module_that_postpones_annotations_renders_like_any_other(tmp_path, monkeypatch):
+    """`from __future__ import annotations` makes field types text: the prompt still shows the nested class and types."""
+    import importlib
+
+    from sim_envs.view_base import render_view_class_doc, view_field_paths
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "postponed_view_module.py").write_text(POSTPONED_VIEW)
+    view_class = importlib.import_module("postponed_view_module").PostponedView
+    doc = render_view_class_doc(view_class)
+    assert "class Part:" in doc and "position: np.ndarray  # (3,) where it is" in doc and "part: Part  # the part" in doc
+    assert "self.part.position" in view_field_paths(view_class)

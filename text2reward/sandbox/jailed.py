@@ -61,7 +61,7 @@ def _serve(config: dict) -> int:
     proto_in, proto_out = _claim_stdio()
     reader = FrameReader(proto_in)
     hello = pickle.loads(reader.read())
-    modules = _import_trusted(hello["code"], hello["modules"])
+    modules = _import_trusted(hello["code"], hello["modules"], hello.get("sources") or {})
     return _serve_calls(reader, proto_out, hello, modules, config)
 
 
@@ -102,7 +102,7 @@ def _self_test(config: dict) -> int:
     """The real lock-down (without the lint layer), then every escape attempt; findings on stdout."""
     _apply_limits(config)
     proto_in, proto_out = _claim_stdio()
-    _import_trusted("", [])
+    _import_trusted("", [], {})
     from text2reward.sandbox.selftest import probe
 
     layers = _lock_down(config)
@@ -124,7 +124,7 @@ def _zygote(config: dict) -> int:
 
     proto_in, proto_out = _claim_stdio()
     handoff = socket.socket(fileno=int(config["handoff_fd"]))
-    _import_trusted("", [])
+    _import_trusted("", [], {})
     devnull = os.open(os.devnull, os.O_RDWR)  # the children's fds 0-2: the zygote's Landlock rules forbid opening it later
     try:
         shared = prepare_zygote(config["jail"])
@@ -151,13 +151,13 @@ def _zygote(config: dict) -> int:
         except ChannelClosed:  # the zygote discarded this spare
             os._exit(0)
         os.close(control)
-        modules = _import_trusted(request["code"], request["modules"])  # imported in the zygote already: no cost
+        modules = _import_trusted(request["code"], request["modules"], request.get("sources") or {})  # the zygote's already: no cost
         _apply_limits(request)
         child_config = dict(request, jail=config["jail"], shared={**shared, **entered})
         _serve_calls(FrameReader(calls_in), replies_out, request, modules, child_config)
 
     nursery = Nursery(spare_main, lambda message: _send(proto_out, message), handoff)
-    return nursery.serve(proto_in, lambda request: _import_trusted(request["code"], request["modules"]))
+    return nursery.serve(proto_in, lambda request: _import_trusted(request["code"], request["modules"], request.get("sources") or {}))
 
 
 def _tie_to_parent() -> None:
@@ -195,10 +195,12 @@ def _claim_stdio() -> tuple[int, int]:
     return proto_in, proto_out
 
 
-def _import_trusted(code: str, view_modules: list[str]) -> dict:
-    """Import numpy, math, the views' modules, and the allowed modules the code names; return the latter."""
+def _import_trusted(code: str, view_modules: list[str], sources: dict[str, str]) -> dict:
+    """Import numpy, math, the views' modules (those the jail does not show run from `sources`, sent by the parent:
+    runner.view_sources), and the allowed modules the code names; return the latter."""
     import ast
     import importlib
+    import types
     import warnings
 
     import numpy
@@ -207,6 +209,9 @@ def _import_trusted(code: str, view_modules: list[str]) -> dict:
     import text2reward.sandbox.wire  # noqa: F401 - the call protocol: in a zygote, once for all its children (~6 ms)
     from text2reward.sandbox.static import ALLOWED_MODULES, EAGER_MODULES
 
+    for name, source in sources.items():
+        module = sys.modules[name] = types.ModuleType(name)  # registered first: dataclasses look their module up
+        exec(compile(source, f"<view module {name}>", "exec"), module.__dict__)
     for name in view_modules:
         importlib.import_module(name)
     wanted = set(EAGER_MODULES)  # the rest of the allow-list (scipy) only when the code names it

@@ -31,7 +31,7 @@ from text2reward.sandbox.clocks import CallLimits
 from text2reward.sandbox.hints import attribute_hint
 from text2reward.sandbox.limits import Limits
 from text2reward.sandbox.process import ReplyDecoder, WorkerProcess
-from text2reward.sandbox.runner import view_modules
+from text2reward.sandbox.runner import view_modules, view_sources
 from text2reward.sandbox.untrusted import Malformed, clean_text, loads
 from text2reward.sandbox.wire import ViewEncoder
 
@@ -137,7 +137,7 @@ class SandboxedReward:
         self._isolation = worker.isolation
         deadline = time.monotonic() + self.limits.wall_seconds
         modules = view_modules([view])
-        hello = {"code": self.source, "modules": modules}
+        hello = {"code": self.source, "modules": modules, "sources": view_sources(modules)}
         try:  # the start-up judged like a call: the imports and module body on CPU, the wall clock as the backstop
             worker.start(hello, deadline)
             raw, _ = worker.exchange(b"", CallLimits(cpu=STARTUP_CPU_SECONDS, blocked=STARTUP_BLOCKED_SECONDS,

@@ -24,16 +24,18 @@ import os
 import select
 import signal
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from text2reward.sandbox.calls import CallChannel, CallStopped, SandboxFailure
 from text2reward.sandbox.clocks import CallLimits
-from text2reward.sandbox.isolation import active_isolation
+from text2reward.sandbox.isolation import active_isolation, readable_paths
 from text2reward.sandbox.limits import Limits
 from text2reward.sandbox.process import ReplyDecoder, WorkerProcess, explain_exit, jailed_worker_pid, limit_config
 from text2reward.sandbox.untrusted import Malformed, clean_text, loads
@@ -86,7 +88,8 @@ def run_reward(code: str, samples: list[tuple[Any, np.ndarray]], limits: Limits 
     limits = limits or Limits()
     started = time.monotonic()
     modules = view_modules([view for view, _ in samples])
-    request = {"code": code, "modules": modules, "wall_seconds": float(limits.wall_seconds), **limit_config(limits, cpu=True)}
+    request = {"code": code, "modules": modules, "sources": view_sources(modules), "wall_seconds": float(limits.wall_seconds),
+               **limit_config(limits, cpu=True)}
     with _LOCK:
         zygote = _zygote(limits)
         result = RunResult(isolation=zygote.process.isolation)
@@ -326,3 +329,12 @@ def view_modules(views: list[Any]) -> list[str]:
     for view in views:
         visit(view)
     return sorted(found)
+
+
+def view_sources(modules: list[str]) -> dict[str, str]:
+    """The source of each view module the jail does not show (a task file's own, beside it): the worker runs it
+    before it locks down, so it can rebuild those views. The user's code, trusted as their task file is."""
+    shown = tuple(path.rstrip("/") + "/" for path in readable_paths())
+    files = {name: getattr(sys.modules.get(name), "__file__", None) for name in modules}
+    return {name: Path(file).read_text() for name, file in files.items()
+            if file and file.endswith(".py") and not os.path.realpath(file).startswith(shown)}
