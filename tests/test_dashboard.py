@@ -23,7 +23,8 @@ import uvicorn
 from text2reward.dashboard import create_app
 from text2reward.dashboard.export import export_html
 from text2reward.loop import start_run
-from text2reward.runs.store import RunConfig, RunStore
+from text2reward.runs.store import RunStore
+from text2reward.settings import RunConfig
 
 TINY = {"learning_starts": 50, "batch_size": 32}
 HOSTILE_REPLY = """<script>window.pwned = 1; document.title = "pwned"</script>
@@ -475,7 +476,7 @@ def test_a_finished_run_without_a_trained_candidate_says_so_and_never_yet(copied
 def test_skipped_validation_checks_are_neutral_not_failed(codeless_run):
     runs, run = codeless_run
     record = RunStore(runs / run).read_candidate(0, 1)
-    checks = record["attempts"][-1]["validation"]["checks"]
+    checks = record.attempts[-1]["validation"]["checks"]
     assert checks["runs"]["ok"] is False and [n for n, c in checks.items() if c["ok"] is None]  # the real record
     skipped = [n for n, c in checks.items() if c["ok"] is None]
     with DashboardServer(runs) as server:
@@ -495,7 +496,7 @@ def test_skipped_validation_checks_are_neutral_not_failed(codeless_run):
 
 def test_a_no_code_candidate_shows_its_reply_as_text(codeless_run):
     runs, run = codeless_run
-    assert RunStore(runs / run).read_candidate(0, 0)["status"] == "no_code"
+    assert RunStore(runs / run).read_candidate(0, 0).status == "no_code"
     with DashboardServer(runs) as server:
         html = server.get(f"/runs/{run}")[2].decode()
     card = html[html.index('id="cand-r0-s0"'):]
@@ -509,10 +510,10 @@ def test_a_no_code_candidate_shows_its_reply_as_text(codeless_run):
     assert "&lt;/pre&gt;&lt;script&gt;window.pwned = 4" in reply[1] and "<script>window.pwned" not in html
 
 
-def test_code_blocks_scroll_sideways_rather_than_clip():
+def test_code_blocks_wrap_or_scroll_rather_than_clip():
     css = (Path(__file__).parents[1] / "text2reward/dashboard/static/dashboard.css").read_text()
     assert "pre { max-width: 100%; overflow-x: auto; }" in css
-    assert re.search(r"\.code \{ overflow: auto;", css)  # highlighted code and diffs scroll both ways
+    assert ".code pre { white-space: pre-wrap; overflow-wrap: anywhere;" in css  # highlighted code and diffs wrap: shown whole
     assert "pre.text { white-space: pre-wrap; overflow-wrap: anywhere;" in css  # replies and prompts wrap
     assert "hidden" not in re.sub(r"table\.runs \{[^}]*\}", "", css)  # nothing clips (the browser test scrolls one)
 
@@ -545,7 +546,7 @@ def test_the_run_shows_when_it_was_started_in_local_time_with_the_zone(copied):
     assert f"<td>{shown}</td>" in server.get("/")[2].decode()
 
     # a run whose state has no `created` (its loop never started): the stamp its folder was named with, not a file's mtime
-    state = store.state()
+    state = store.read_json("state.json")
     state.pop("created")
     store.write_json("state.json", state)
     os.utime(store.root / "config.json", (0, 0))

@@ -137,7 +137,7 @@ def test_a_killed_run_shows_interrupted_and_resumes_from_its_button(pristine_run
 
 LONG = "END-OF-LONG-LINE"
 REACH_END = """([selector, marker]) => {
-    // Scroll the block as far as it goes and say whether the end of the long line is then inside it.
+    // Scroll the block as far as it goes (if it can) and say whether the end of the long line is then inside it.
     const box = document.querySelector(selector);
     const walker = document.createTreeWalker(box, NodeFilter.SHOW_TEXT);
     let node = walker.nextNode();
@@ -152,6 +152,7 @@ REACH_END = """([selector, marker]) => {
     range.setEnd(node, at + marker.length);
     const r = range.getBoundingClientRect(), b = box.getBoundingClientRect();
     return { overflowX: getComputedStyle(box).overflowX, overflowed, scrolled: box.scrollLeft,
+             whiteSpace: getComputedStyle(node.parentElement.closest('pre')).whiteSpace,
              reachable: r.left >= b.left - 1 && r.right <= b.right + 1 && r.top >= b.top - 1 && r.bottom <= b.bottom + 1 };
 }"""
 EVERY_PRE = """() => [...document.querySelectorAll('#live pre')].map((pre) => {
@@ -163,10 +164,10 @@ EVERY_PRE = """() => [...document.querySelectorAll('#live pre')].map((pre) => {
 })"""
 
 
-def test_long_code_and_diff_lines_scroll_into_view_and_skipped_checks_are_grey(pristine_runs, tmp_path, browser_page):  # noqa: F811
+def test_long_code_and_diff_lines_are_shown_whole_and_skipped_checks_are_grey(pristine_runs, tmp_path, browser_page):  # noqa: F811
     """A round-1 candidate (its folder copied from r0-s0) whose reward has a 700-character line and whose record
-    marks a check skipped: the code and its diff against round 0's best scroll to the line's end, every <pre>
-    wraps or scrolls, the page itself does not widen, and the skipped check is grey, not red."""
+    marks a check skipped: the code and its diff against round 0's best wrap, so the line's end is in view with no
+    scrolling, every <pre> wraps or scrolls, the page itself does not widen, and the skipped check is grey, not red."""
     page = browser_page
     runs = copy_runs(pristine_runs, tmp_path / "runs")
     heuristic = run_id(runs, "heuristic")
@@ -186,7 +187,7 @@ def test_long_code_and_diff_lines_scroll_into_view_and_skipped_checks_are_grey(p
         for selector in ("#cand-r1-s0 details[data-key='code-r1-s0'] .code", "#cand-r1-s0 .code.diff"):
             found = page.evaluate(REACH_END, [selector, LONG])
             assert found.get("error") is None, found
-            assert found["overflowX"] == "auto" and found["overflowed"] and found["scrolled"] > 0, (selector, found)
+            assert found["whiteSpace"] == "pre-wrap" and not found["overflowed"], (selector, found)  # wrapped, nothing cut
             assert found["reachable"], (selector, found)
         blocks = page.evaluate(EVERY_PRE)
         assert blocks and all(b["ok"] for b in blocks), [b for b in blocks if not b["ok"]]

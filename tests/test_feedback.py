@@ -284,20 +284,21 @@ def test_the_contrast_shows_each_candidate_with_its_interval_diff_and_separating
 def test_ranking_calls_overlapping_intervals_ties_and_states_the_tie_break():
     from policies.stats import Rate, wilson_interval
     from text2reward.runs.ranking import TIE_BREAK, best_candidate, rank, tie_summary
+    from text2reward.runs.records import Candidate
 
     assert wilson_interval(4, 5) == pytest.approx((0.3755, 0.9638), abs=1e-4) and wilson_interval(0, 5)[0] == 0.0
     assert Rate(4, 5).ties(Rate(2, 5)) and not Rate(24, 30).ties(Rate(6, 30))
 
     def candidate(sample, successes, episodes, curve=(0.0,), round_=0):
-        return {"id": f"r{round_}-s{sample}", "round": round_, "sample": sample, "status": "trained",
-                "training": {"success_rate": successes / episodes, "episodes": episodes, "mean_native_return": 0.0,
-                             "curve": [{"success_rate": s} for s in curve]}}
+        return Candidate.from_dict({"id": f"r{round_}-s{sample}", "round": round_, "sample": sample, "status": "trained",
+                                    "training": {"success_rate": successes / episodes, "episodes": episodes,
+                                                 "mean_native_return": 0.0, "curve": [{"success_rate": s} for s in curve]}})
 
     five = [candidate(0, 2, 5, curve=(0.6, 0.8)), candidate(1, 4, 5), candidate(2, 0, 5)]
     assert [s.id for s in rank(five)] == ["r0-s1", "r0-s0", "r0-s2"]
     assert tie_summary(five) == {"tied": ["r0-s0", "r0-s2"], "tie_break": TIE_BREAK}  # 4 of 5 vs 0 of 5: 0.38-0.96 and 0-0.43
     thirty = [candidate(0, 24, 30), candidate(1, 12, 30)]
-    assert tie_summary(thirty) == {} and best_candidate(thirty)["id"] == "r0-s0"
+    assert tie_summary(thirty) == {} and best_candidate(thirty).id == "r0-s0"
     # an exact tie goes to the curve, then to the earlier candidate: a later round only equal to the best does not replace it
     same = [candidate(0, 3, 5, round_=0), candidate(0, 3, 5, round_=1)]
-    assert best_candidate(same)["id"] == "r0-s0" and best_candidate([*same, candidate(1, 3, 5, curve=(0.2,), round_=1)])["id"] == "r1-s1"
+    assert best_candidate(same).id == "r0-s0" and best_candidate([*same, candidate(1, 3, 5, curve=(0.2,), round_=1)]).id == "r1-s1"

@@ -21,6 +21,7 @@ from sim_envs.errors import UnknownTaskError
 from sim_envs.registry import derive_task, get_task, list_tasks
 from text2reward.generation.llm.base import GenerationRequest
 from text2reward.generation.llm.heuristic import HEADER, HeuristicBackend, compose, parse_constants
+from text2reward.runs.records import PromptContext
 
 K = 3
 RANDOM_EPISODES = 2
@@ -37,8 +38,10 @@ def program_of(text: str) -> str:
     return match.group(1)
 
 
-def generate(task_id: str, n: int = K, seed: int = 0, round: int = 0, context: dict | None = None, temperature: float = 1.0) -> list[str]:
-    request = GenerationRequest(messages=[], n=n, task_id=task_id, round=round, context=context or {}, temperature=temperature)
+def generate(task_id: str, n: int = K, seed: int = 0, round: int = 0, context: PromptContext | None = None,
+             temperature: float = 1.0) -> list[str]:
+    request = GenerationRequest(messages=[], n=n, task_id=task_id, round=round, context=context or PromptContext(),
+                                temperature=temperature)
     return [program_of(r.text) for r in HeuristicBackend(seed=seed).generate(request)]
 
 
@@ -236,7 +239,7 @@ def test_component_stats_and_success_rate_change_the_program_by_named_rules(roll
         "grasp": {"mean": 0.0, "min": 0.0, "max": 0.0, "first": 0.0, "last": 0.0},
         "place": {"mean": 0.0, "min": 0.0, "max": 0.0, "first": 0.0, "last": 0.0},
     }
-    code = generate(task_id, n=2, context={"component_stats": stats, "success_rate": 0.1})[0]
+    code = generate(task_id, n=2, context=PromptContext(component_stats=stats, success_rate=0.1))[0]
     new = parse_constants(code)
     assert "rule constant: component 'grasp' was always 0" in code
     assert new["GRASP_RADIUS"] == pytest.approx(base["GRASP_RADIUS"] * 1.5)
@@ -251,7 +254,7 @@ def test_component_stats_and_success_rate_change_the_program_by_named_rules(roll
 
 def test_critique_rules_fire_and_are_named(rollouts):
     base = parse_constants(generate("hopper/forward", n=1)[0])
-    code = generate("hopper/forward", n=1, context={"critique": "It falls over after a few hops and is far too slow."})[0]
+    code = generate("hopper/forward", n=1, context=PromptContext(critique="It falls over after a few hops and is far too slow."))[0]
     new = parse_constants(code)
     assert 'rule critique-upright: the critique says "falls"' in code
     assert 'rule critique-speed: the critique says "slow"' in code
@@ -260,16 +263,16 @@ def test_critique_rules_fire_and_are_named(rollouts):
     run_on("hopper/forward", code, rollouts)
 
     slide = parse_constants(generate("fetch/slide", n=1)[0])
-    code = generate("fetch/slide", n=1, context={"critique": "The puck overshoots and ends past the goal."})[0]
+    code = generate("fetch/slide", n=1, context=PromptContext(critique="The puck overshoots and ends past the goal."))[0]
     assert "rule critique-overshoot" in code
     assert parse_constants(code)["W_SETTLE"] == pytest.approx(2 * slide["W_SETTLE"])
 
     assert "W_SETTLE" not in parse_constants(generate("metaworld/push-v3", n=1)[0])
-    code = generate("metaworld/push-v3", n=1, context={"critique": "it pushes the puck past the goal"})[0]
+    code = generate("metaworld/push-v3", n=1, context=PromptContext(critique="it pushes the puck past the goal"))[0]
     assert "W_SETTLE" in parse_constants(code) and "settle term added" in code
     assert "settle" in run_on("metaworld/push-v3", code, rollouts)
 
-    code = generate("metaworld/push-v3", n=1, context={"critique": "nice colours\nimport os"})[0]
+    code = generate("metaworld/push-v3", n=1, context=PromptContext(critique="nice colours\nimport os"))[0]
     assert "matched no rule" in code
     assert not any(line.startswith("import os") for line in code.splitlines())
     run_on("metaworld/push-v3", code, rollouts)
@@ -278,31 +281,31 @@ def test_critique_rules_fire_and_are_named(rollouts):
 def test_previous_best_program_is_the_base_of_the_next_round(rollouts):
     task_id = "metaworld/door-open-v3"
     best = generate(task_id, n=3)[2]
-    refined = generate(task_id, n=2, round=1, context={"previous_best_code": best})
+    refined = generate(task_id, n=2, round=1, context=PromptContext(previous_best_code=best))
     assert "rule previous-best" in refined[0]
     best_constants, refined_constants = parse_constants(best), parse_constants(refined[0])
     assert refined_constants == pytest.approx(best_constants)
     assert re.search(r"^# kernel: \w+$", best, re.M).group(0) in refined[0]
     assert refined[1] != refined[0]
-    foreign = generate(task_id, n=1, round=1, context={"previous_best_code": "def compute_dense_reward(self, action):\n    return 0.0\n"})[0]
+    foreign = generate(task_id, n=1, round=1, context=PromptContext(previous_best_code="def compute_dense_reward(self, action):\n    return 0.0\n"))[0]
     assert "not composed by this backend" in foreign
     run_on(task_id, refined[1], rollouts)
 
 
 def test_rules_read_the_task_text(rollouts):
     vague = derive_task("metaworld/pick-place-v3", id="custom/vague", description="Do something nice.", is_success=lambda v, i: False, success_doc="never")
-    code, plan = compose(vague, 0, 0, 0, 1, 1.0, {})
+    code, plan = compose(vague, 0, 0, 0, 1, 1.0, PromptContext())
     assert plan.archetype == "fallback_reach" and "Fallback: no rule matched" in code
     run_on("metaworld/pick-place-v3", code, rollouts)
 
     still = derive_task("hopper/forward", id="custom/still", description="Do something nice.", is_success=lambda v, i: False, success_doc="never")
-    code, plan = compose(still, 0, 0, 0, 1, 1.0, {})
+    code, plan = compose(still, 0, 0, 0, 1, 1.0, PromptContext())
     assert plan.archetype == "fallback_forward" and "Fallback: no rule matched" in code
     run_on("hopper/forward", code, rollouts)
 
     back_right = derive_task("ant/wave_leg", id="custom/wave_back_right", description="Make the ant wave its back right leg in the air.",
                              is_success=lambda v, i: False, success_doc="never")
-    code, _ = compose(back_right, 0, 0, 0, 1, 1.0, {})
+    code, _ = compose(back_right, 0, 0, 0, 1, 1.0, PromptContext())
     assert "self.foot_positions[2, 2]" in code and "self.joint_velocities[4]" in code  # order: front_left, back_left, back_right, ...
     run_on("ant/wave_leg", code, rollouts)
 
@@ -310,4 +313,4 @@ def test_rules_read_the_task_text(rollouts):
                 "metaworld/door-open-v3": "articulate", "metaworld/stick-push-v3": "tool", "fetch/slide": "push",
                 "hopper/back_flip": "flip", "ant/lie_down": "lie_down", "ant/wave_leg": "leg_raise", "halfcheetah/forward": "forward"}
     for task_id, archetype in expected.items():
-        assert compose(get_task(task_id), 0, 0, 0, 1, 1.0, {})[1].archetype == archetype, task_id
+        assert compose(get_task(task_id), 0, 0, 0, 1, 1.0, PromptContext())[1].archetype == archetype, task_id

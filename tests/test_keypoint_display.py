@@ -16,8 +16,10 @@ from test_dashboard import DashboardServer
 
 from text2reward.dashboard.export import export_html
 from text2reward.loop import start_run
+from text2reward.runs.records import VisionAnalysis
 from text2reward.runs.report import write_report
-from text2reward.runs.store import RunConfig, RunStore
+from text2reward.runs.store import RunStore
+from text2reward.settings import RunConfig
 
 VISION_MODEL = "openai:test-vision"
 VISION_ANSWER = "<script>window.pwned = 1</script> The gripper closed 5 cm beside the block & never touched it."
@@ -81,8 +83,8 @@ def add_vision_analysis(store: RunStore, answer: str = VISION_ANSWER, frames: in
         iio.imwrite(path, np.full((16, 16, 3), 40 * i, dtype=np.uint8))
         keyframes.append(store.relative(path))
     answer_file = store.write_text(directory / "vision_analysis.md", answer)
-    candidate["keyframes"] = keyframes
-    candidate["vision_analysis"] = {"file": store.relative(answer_file), "images": keyframes, "model": VISION_MODEL}
+    candidate.keyframes = keyframes
+    candidate.vision_analysis = VisionAnalysis(file=store.relative(answer_file), images=keyframes, model=VISION_MODEL)
     store.write_candidate(candidate)
     store.write_json("rounds/r1/prompt.json", {
         "messages": [{"role": "user", "content": "improve the reward"}],
@@ -129,8 +131,8 @@ def test_run_page_shows_the_keypoints_card(keypoint_run):
 def test_the_keypoint_candidate_is_not_called_a_model_reply(keypoint_run):
     html = page(keypoint_run)
     card = section(html, 'id="cand-r0-s0"', "</article>")
-    assert "program from oracle keypoints (written by text2reward, no language model)" in card
-    assert "<summary>Keypoint program reply (reply_0.md)</summary>" in card and "Model reply" not in card
+    assert "keypoints (rule-based, no language model)" in card
+    assert "<summary>Rule-based reply (reply_0.md)</summary>" in card and "Model reply" not in card
     round_0 = section(html, 'id="round-0"', 'id="cand-r0-s0"')
     assert "This round's reward was written by text2reward from the run's <a href=\"#keypoints\">keypoints</a>" in round_0
     assert "vision-note" not in html  # no vision analysis in this run
@@ -153,7 +155,7 @@ def test_report_md_has_the_keypoints_section(keypoint_run):
     assert "Keypoint reward program: [keypoints/reward.py](keypoints/reward.py)" in keypoints
     assert "Model replies" not in keypoints  # the oracle has none
     assert "- reward source: keypoints (round 0's reward is written by text2reward from oracle keypoints" in report
-    assert "*A program from oracle keypoints, written by text2reward, not by a language model.*" in report
+    assert "*Written by keypoints (rule-based, no language model).*" in report
     assert "used images" not in report
 
 
@@ -252,8 +254,8 @@ def test_a_vision_analysis_naming_a_file_outside_the_run_is_not_read(copied, tmp
     secret = tmp_path / "secret.md"
     secret.write_text("TOP-SECRET-ANSWER")
     candidate = store.read_candidate(0, 0)
-    candidate["vision_analysis"]["file"] = f"../../{secret.name}"  # from runs/<id>/ to tmp_path: the file exists
-    assert (store.root / candidate["vision_analysis"]["file"]).resolve() == secret.resolve()
+    candidate.vision_analysis.file = f"../../{secret.name}"  # from runs/<id>/ to tmp_path: the file exists
+    assert (store.root / candidate.vision_analysis.file).resolve() == secret.resolve()
     store.write_candidate(candidate)
     html = page(store)
     assert "TOP-SECRET" not in html and '<section class="vision"' not in html

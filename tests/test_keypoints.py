@@ -13,12 +13,12 @@ from openai_server import OpenAITestServer, Say
 from sim_envs import get_task
 from sim_envs.camera import shoot
 from text2reward.errors import ConfigError
-from text2reward.generation.llm import make_backend
+from text2reward.generation.llm import BackendSettings, backend_spec
 from text2reward.keypoints import KeypointReplyError, combine, keypoint_program, lift, observe, oracle_answer, parse_answer
 from text2reward.keypoints.find import find_keypoints, read_keypoints
 from text2reward.loop import start_run
-from text2reward.runs.store import RunConfig
 from text2reward.sandbox import validate
+from text2reward.settings import RunConfig
 
 BENCHMARK_TASKS = ["metaworld/drawer-open-v3", "metaworld/pick-place-v3", "fetch/push", "franka/push"]
 ORACLE_TOLERANCE = 0.04
@@ -173,7 +173,7 @@ def test_combined_reward_keeps_both_sets_of_components():
 
 def vision_backend(server: OpenAITestServer):
     os.environ.setdefault("OPENAI_API_KEY", "test-key")
-    return make_backend("openai", model="vision-model", base_url=server.base_url, vision=True, max_retries=0)
+    return backend_spec("openai").make(BackendSettings(model="vision-model", base_url=server.base_url, vision=True, max_retries=0))
 
 
 def test_a_vision_model_points_and_its_points_are_lifted_drawn_and_written_up(tmp_path):
@@ -222,9 +222,9 @@ def test_a_malformed_reply_goes_back_once_with_the_reason_then_stops(tmp_path):
 def test_keypoints_need_a_model_that_sees(tmp_path):
     task = get_task("fetch/push")
     with pytest.raises(ConfigError, match="cannot see images"):
-        find_keypoints(task, tmp_path, "model", make_backend("heuristic"))
+        find_keypoints(task, tmp_path, "model", backend_spec("heuristic").make(BackendSettings()))
     with pytest.raises(ConfigError, match="add --vision"):
-        find_keypoints(task, tmp_path, "model", make_backend("openai", model="m", base_url="http://127.0.0.1:9/v1"))
+        find_keypoints(task, tmp_path, "model", backend_spec("openai").make(BackendSettings(model="m", base_url="http://127.0.0.1:9/v1")))
     with pytest.raises(ConfigError, match="no keypoint setup"):
         find_keypoints(get_task("hopper/forward"), tmp_path, "oracle")
     with pytest.raises(ConfigError, match="add --vision"):
@@ -242,11 +242,11 @@ def test_a_keypoint_reward_source_trains_its_program_like_a_model_reward(tmp_pat
                        workers=1, final_seeds=0, compare_expert=False, eval_freq=200, eval_episodes=1, overrides=TINY, video=False)
     store = start_run(config, tmp_path)
     (candidate,) = store.candidates()
-    assert candidate["backend"] == "keypoints" and candidate["model"] == "program from oracle keypoints"
-    assert candidate["status"] == "trained" and candidate["validation"]["ok"]
-    code = (store.root / candidate["code_file"]).read_text()
+    assert candidate.backend == "keypoints" and candidate.model == "program from oracle keypoints"
+    assert candidate.status == "trained" and candidate.validation["ok"]
+    code = (store.root / candidate.code_file).read_text()
     assert code == (store.root / "keypoints" / "reward.py").read_text()
-    assert {"reach_grasp", "path_progress", "at_target"} <= set(candidate["training_result"]["components"][-1]["components"])
+    assert {"reach_grasp", "path_progress", "at_target"} <= set(candidate.training_result["components"][-1]["components"])
 
 
 FAILING = '''```python
@@ -334,7 +334,7 @@ def test_a_person_answers_through_reply_files_and_the_run_resumes_where_it_waite
                        keypoints="model", rounds=1, samples=1, steps=200, workers=1, final_seeds=0, compare_expert=False,
                        eval_freq=200, eval_episodes=1, overrides=TINY, video=False, screen=False)
     store = start_run(config, tmp_path / "runs")
-    assert store.state()["status"] == "waiting_for_replies"
+    assert store.state().status == "waiting_for_replies"
     assert read_keypoints(store.root / "keypoints").source == "file:file"
     code = tmp_path / "code.md"
     code.write_text(FAILING.replace("self.robot.ee_position - self.goal_position", "self.obj.position - self.goal_position"))
@@ -342,10 +342,10 @@ def test_a_person_answers_through_reply_files_and_the_run_resumes_where_it_waite
 
     resume_run(tmp_path / "runs", store.run_id, reply_files=[str(code)])
     (candidate,) = store.candidates()
-    assert candidate["status"] == "trained", candidate.get("reason")
-    program = (store.root / candidate["code_file"]).read_text()
+    assert candidate.status == "trained", candidate.reason
+    program = (store.root / candidate.code_file).read_text()
     assert "def code_reward(self, action):" in program and "def keypoint_reward(self, action):" in program
-    assert {"code_distance", "kp_path_progress"} <= set(candidate["training_result"]["components"][-1]["components"])
+    assert {"code_distance", "kp_path_progress"} <= set(candidate.training_result["components"][-1]["components"])
 
 
 def test_a_model_name_cannot_break_out_of_the_programs_docstring():

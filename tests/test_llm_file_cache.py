@@ -1,4 +1,4 @@
-"""The reply cache (against the real test server), the file backend (files and a real stdin), the factory."""
+"""The reply cache (against the real test server), the file backend (files and a real stdin), the backend registry."""
 
 from __future__ import annotations
 
@@ -11,9 +11,21 @@ import pytest
 from openai_server import Fail, OpenAITestServer
 
 from text2reward.errors import ConfigError
-from text2reward.generation.llm import BackendError, CachedBackend, GenerationRequest, ReplyCache, default_cache_dir, make_backend
+from text2reward.generation.llm import (
+    BackendError,
+    BackendSettings,
+    BackendSpec,
+    CachedBackend,
+    GenerationRequest,
+    ReplyCache,
+    backend_spec,
+    default_cache_dir,
+    register_backend,
+)
 from text2reward.generation.llm.file_backend import FileBackend
+from text2reward.generation.llm.heuristic import HeuristicBackend
 from text2reward.generation.llm.openai_backend import OpenAIBackend
+from text2reward.runs.records import PromptContext
 
 MESSAGES = [{"role": "system", "content": "Reward writer."}, {"role": "user", "content": "Open the drawer."}]
 REPO = Path(__file__).resolve().parents[1]
@@ -50,8 +62,6 @@ def test_cache_hit_makes_no_request_and_costs_no_tokens(tmp_path):
 
 def test_samples_after_the_cached_ones_get_their_own_seeds_and_draws(tmp_path):
     """A cache holding samples 0-1 asks for 2-3 as samples 2-3 (seed + 2, seed + 3), never as new 0-1."""
-    from text2reward.generation.llm.heuristic import HeuristicBackend
-
     with OpenAITestServer(default="reply", honour_n=False) as server:
         cached = CachedBackend(openai_backend(server.base_url, concurrency=1), ReplyCache(tmp_path / "openai"))
         cached.generate(ask(n=2, seed=7))
@@ -95,7 +105,7 @@ def test_key_covers_everything_that_shapes_a_sample(tmp_path):
     # images count only for a vision model, and an image file is keyed by its content
     image = tmp_path / "frame.png"
     image.write_bytes(b"\x89PNG first")
-    with_image = ask(context={"images": [str(image)], "critique": "ignored by model backends"})
+    with_image = ask(context=PromptContext(images=[str(image)], critique="ignored by model backends"))
     assert cache.key(backend, with_image, 0) == base
     vision = openai_backend("http://127.0.0.1:9/v1", vision=True)
     first = cache.key(vision, with_image, 0)
@@ -152,10 +162,10 @@ def test_file_backend_reports_missing_and_empty_files(tmp_path):
 def _run_stdin_backend(n: int, text: str) -> subprocess.CompletedProcess:
     script = (
         "import json, sys\n"
-        "from text2reward.generation.llm import GenerationRequest, make_backend\n"
+        "from text2reward.generation.llm import BackendSettings, GenerationRequest, backend_spec\n"
         "messages = [{'role': 'user', 'content': 'Make the robot open the drawer.'}]\n"
         f"request = GenerationRequest(messages=messages, n={n}, task_id='metaworld/drawer-open-v3')\n"
-        "replies = make_backend('file').generate(request)\n"
+        "replies = backend_spec('file').make(BackendSettings()).generate(request)\n"
         "print(json.dumps([r.to_dict() for r in replies]))\n"
     )
     return subprocess.run([sys.executable, "-c", script], input=text, capture_output=True, text=True,
@@ -175,17 +185,36 @@ def test_file_backend_reads_pasted_replies_from_stdin():
     assert short.returncode != 0 and "BackendError" in short.stderr and "ask fewer samples" in short.stderr
 
 
-# ---- factory -----------------------------------------------------------------------------------
-def test_make_backend_builds_by_name_and_names_the_fix(tmp_path):
+# ---- the backend registry --------------------------------------------------------------------------
+def test_each_built_in_spec_builds_its_backend_from_the_settings(tmp_path):
     (tmp_path / "r.py").write_text("x")
-    backend = make_backend("file", paths=tmp_path, model=None)  # None options are dropped
+    backend = backend_spec("file").make(BackendSettings(reply_files=(str(tmp_path),), model=None))
     assert isinstance(backend, FileBackend) and backend.generate(ask())[0].text == "x"
-    remote = make_backend("openai", model="m", base_url="http://127.0.0.1:9/v1", max_retries=None)
-    assert isinstance(remote, OpenAIBackend) and remote.retry.max_retries == 4
-    with pytest.raises(ConfigError, match="choose one of openai, file, heuristic"):
-        make_backend("gpt")
-    with pytest.raises(ConfigError, match="no option model"):
-        make_backend("file", model="m")
+    remote = backend_spec("openai").make(BackendSettings(model="m", base_url="http://127.0.0.1:9/v1", max_retries=None))
+    assert isinstance(remote, OpenAIBackend) and remote.retry.max_retries == 4  # an unset setting keeps the default
+    assert remote.model == "m" and remote.base_url.startswith("http://127.0.0.1:9/v1")
+    assert backend_spec("openai").make(BackendSettings(model="m", base_url="http://127.0.0.1:9/v1", max_retries=0)).retry.max_retries == 0
+    heuristic = backend_spec("heuristic").make(BackendSettings(seed=5))
+    assert isinstance(heuristic, HeuristicBackend) and heuristic.seed == 5
+    (tmp_path / "s.py").write_text("y")
+    resumed = backend_spec("file").make(BackendSettings(reply_files=(str(tmp_path / "r.py"), str(tmp_path / "s.py")), replies_used=1))
+    assert resumed.generate(ask())[0].text == "y"  # a resumed run goes on after the replies it used
+
+
+def test_an_unknown_backend_names_the_choices_and_a_name_is_registered_once():
+    with pytest.raises(ConfigError, match=r"^unknown --llm 'gpt': choose openai .*, heuristic .*, file "):
+        backend_spec("gpt")
+    original = backend_spec("file")
+    with pytest.raises(ValueError, match="a backend named 'file' is registered already"):
+        register_backend(BackendSpec(name="file", summary="(another)", build=lambda settings: FileBackend(stdin=None)))
+    assert backend_spec("file") is original  # the registry is unchanged
+
+
+def test_each_backend_has_one_label():
+    assert backend_spec("heuristic").label(None) == "heuristic (rule-based, no language model)"
+    assert backend_spec("heuristic").label("anything") == "heuristic (rule-based, no language model)"
+    assert backend_spec("openai").label("gpt-4o") == "openai gpt-4o"
+    assert backend_spec("file").label(None) == "file pasted replies"
 
 
 def test_file_backend_is_never_cached(tmp_path):
@@ -195,10 +224,9 @@ def test_file_backend_is_never_cached(tmp_path):
     assert cached.generate(ask())[0].text == "x" and not (tmp_path / "cache").exists()
 
 
-def test_make_backend_heuristic_when_present():
-    pytest.importorskip("text2reward.generation.llm.heuristic")
-    backend = make_backend("heuristic")
-    assert backend.name == "heuristic" and backend.rule_based
+def test_the_heuristic_spec_builds_a_rule_based_backend():
+    backend = backend_spec("heuristic").make(BackendSettings(seed=0))
+    assert backend.name == "heuristic" and backend.rule_based and backend_spec("heuristic").rule_based
 
 
 def test_file_backend_resumes_after_the_replies_already_used(tmp_path):

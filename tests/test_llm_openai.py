@@ -16,6 +16,7 @@ from openai_server import Delay, Fail, Malformed, OpenAITestServer, Say, count_w
 
 from text2reward.generation.llm import BackendError, GenerationRequest
 from text2reward.generation.llm.openai_backend import OpenAIBackend
+from text2reward.runs.records import PromptContext
 
 MESSAGES = [
     {"role": "system", "content": "You write dense reward functions."},
@@ -181,8 +182,8 @@ def test_vision_images_reach_the_server_as_content_parts(tmp_path):
     on_disk.write_bytes(png_bytes(200))
     images = [png_bytes(10), str(on_disk), np.zeros((3, 3, 3), dtype=np.uint8)]
     with OpenAITestServer(script=["seen", "blind"]) as server:
-        make(server, vision=True).generate(ask(context={"images": images}))
-        make(server, vision=False).generate(ask(context={"images": images}))
+        make(server, vision=True).generate(ask(context=PromptContext(images=images)))
+        make(server, vision=False).generate(ask(context=PromptContext(images=images)))
         seeing, blind = server.chat_requests
     assert seeing["messages"][0] == MESSAGES[0]
     parts = seeing["messages"][-1]["content"]

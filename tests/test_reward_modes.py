@@ -16,6 +16,7 @@ from text2reward.generation.extraction import extract_code
 from text2reward.generation.llm.base import GenerationRequest
 from text2reward.generation.llm.heuristic import HeuristicBackend
 from text2reward.generation.prompting import build_initial_messages
+from text2reward.runs.records import PromptContext
 from text2reward.sandbox import static_check, validate
 from text2reward.sandbox.states import collect_states
 
@@ -145,7 +146,7 @@ def test_heuristic_writes_each_mode_and_it_passes_validation_in_the_jail(task_id
     messages = build_initial_messages(task, reward_mode=mode)
     assert f"def compute_{mode}(self)" in messages[1]["content"]
     (reply,) = HeuristicBackend(seed=0).generate(GenerationRequest(messages=messages, n=1, task_id=task_id, round=0,
-                                                                  context={"reward_mode": mode}))
+                                                                  context=PromptContext(reward_mode=mode)))
     assert reply.rule_based and "no language model" in reply.text
     extraction = extract_code(reply.text, mode)
     assert extraction.ok, extraction.error
@@ -181,17 +182,17 @@ def test_train_refuses_a_mode_without_a_program(tmp_path):
 @pytest.mark.slow
 def test_a_run_in_potential_mode_screens_trains_and_feeds_back(tmp_path):
     from text2reward.loop import start_run
-    from text2reward.runs.store import RunConfig
+    from text2reward.settings import RunConfig
 
     config = RunConfig(task_id="metaworld/reach-v3", backend="heuristic", rounds=1, samples=1, steps=300, workers=1, final_seeds=0,
                        eval_freq=150, eval_episodes=2, overrides={"learning_starts": 50, "batch_size": 32},
                        success_threshold=1.01, reward_mode="potential", video=False)
     store = start_run(config, tmp_path)
     (candidate,) = store.candidates()
-    assert candidate["status"] == "trained", candidate.get("reason")
-    code = (store.root / candidate["code_file"]).read_text()
+    assert candidate.status == "trained", candidate.reason
+    code = (store.root / candidate.code_file).read_text()
     assert "def compute_potential(self):" in code and "def compute_dense_reward" not in code  # the adapter is never stored
-    assert "rise of the potential" in candidate["screening"]["comparison_text"]
+    assert "rise of the potential" in candidate.screening["comparison_text"]
     result = store.read_json("rounds/r0/s0/training/train/result.json")
     assert result["reward_mode"] == "potential"
     assert {"success", "shaping", "potential"} <= {c for point in result["components"] for c in point["components"]}

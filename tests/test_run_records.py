@@ -16,6 +16,7 @@ from test_dashboard import DashboardServer
 from sim_envs.errors import ConfigError
 from text2reward.runs.records import SCHEMA_VERSION
 from text2reward.runs.store import RunStore
+from text2reward.settings import RunConfig
 
 FIXTURE = Path(__file__).parent / "fixtures" / "runs_v1"
 RUN_ID = "20261123-133612-fetch-reach-e552a4"
@@ -36,11 +37,11 @@ def test_old_records_open_upgraded(runs_dir):
     store = RunStore.open(runs_dir, RUN_ID)
     assert "schema" not in json.loads((store.root / "rounds/r0/s0/candidate.json").read_text())  # written before versions
     candidates = store.candidates()
-    assert [c["id"] for c in candidates] == ["r0-s0"]
-    assert all(c["schema"] == SCHEMA_VERSION and c["status"] == "trained" for c in candidates)
-    assert store.round_summary(0)["best"] == "r0-s0"
-    assert store.final_summary()["best_candidate"] == "r0-s0"
-    assert store.state()["status"] == "finished"
+    assert [c.id for c in candidates] == ["r0-s0"]
+    assert all(c.to_dict()["schema"] == SCHEMA_VERSION and c.status == "trained" for c in candidates)
+    assert store.round_summary(0).best == "r0-s0"
+    assert store.final_summary().best_candidate == "r0-s0"
+    assert store.state().status == "finished"
 
 
 def test_new_records_are_stamped_and_newer_ones_refused(runs_dir):
@@ -69,10 +70,11 @@ def test_old_run_resumes_with_another_round(runs_dir):
     done = t2r("resume", RUN_ID, "--runs-dir", runs_dir, "--rounds", "2")
     assert done.returncode == 0, done.stderr[-2000:]
     store = RunStore.open(runs_dir, RUN_ID)
-    assert [c["id"] for c in store.candidates()] == ["r0-s0", "r1-s0"]
-    assert store.state()["rounds_done"] == 2 and store.state()["schema"] == SCHEMA_VERSION
+    assert [c.id for c in store.candidates()] == ["r0-s0", "r1-s0"]
+    assert store.state().rounds_done == 2 and store.read_json("state.json")["schema"] == SCHEMA_VERSION
     round_one = store.candidates(1)
-    assert all(c["schema"] == SCHEMA_VERSION and c["status"] in ("trained", "invalid", "failed", "screened_out") for c in round_one)
+    assert all(store.read_json(f"rounds/r1/s{c.sample}/candidate.json")["schema"] == SCHEMA_VERSION
+               and c.status in ("trained", "invalid", "failed", "screened_out") for c in round_one)
 
 
 def test_job_files_hold_one_training_config_and_old_ones_still_read(runs_dir):
@@ -90,5 +92,6 @@ def test_job_files_hold_one_training_config_and_old_ones_still_read(runs_dir):
     assert Path(job.train.out_dir) == Path(old["out_dir"]) / "train" and job.out_dir == old["out_dir"]
     again = TrainJob.from_dict(json.loads(json.dumps(job.to_dict())))
     assert again == job
-    made = store.config().train_config("fetch/reach", Path("/x/train"), "code", 7)
-    assert (made.steps, made.seed, made.eval_freq, made.overrides) == (store.config().steps, 7, store.config().eval_freq, store.config().overrides)
+    config = RunConfig.from_record(store.config_data())
+    made = config.train_config("fetch/reach", Path("/x/train"), "code", 7)
+    assert (made.steps, made.seed, made.eval_freq, made.overrides) == (config.steps, 7, config.eval_freq, config.overrides)

@@ -19,7 +19,9 @@ import pytest
 from polling import wait_for
 
 from text2reward.errors import ConfigError
-from text2reward.runs.store import RunConfig, RunStore
+from text2reward.runs.records import ConstantChange
+from text2reward.runs.store import RunStore
+from text2reward.settings import RunConfig
 from text2reward.tuning.constants import constants_diff, find_constants, require_tunable, rewrite
 from text2reward.tuning.objective import curve_objective, objective, squash
 from text2reward.tuning.pruning import TrialPruner
@@ -105,9 +107,9 @@ def test_rewrite_changes_only_the_literals():
 def test_constants_diff():
     diff = constants_diff({"A": 2.0, "B": -0.5, "C": 0.0}, {"A": 5.0, "B": -0.25, "C": 0.3})
     assert diff == [
-        {"name": "A", "parent": 2.0, "tuned": 5.0, "ratio": 2.5},
-        {"name": "B", "parent": -0.5, "tuned": -0.25, "ratio": 0.5},
-        {"name": "C", "parent": 0.0, "tuned": 0.3, "ratio": None},
+        ConstantChange(name="A", parent=2.0, tuned=5.0, ratio=2.5),
+        ConstantChange(name="B", parent=-0.5, tuned=-0.25, ratio=0.5),
+        ConstantChange(name="C", parent=0.0, tuned=0.3, ratio=None),
     ]
 
 
@@ -279,29 +281,29 @@ def test_tune_three_trials_writes_study_winner_and_diff(trained_run, tmp_path):
             trial.params["K_REACH"], rel=1e-3)
     # the winner: a candidate listed with the others, right after its parent, that ranks
     tuned = store.candidate("r0-s0-tuned")
-    assert tuned is not None and [c["id"] for c in store.candidates()] == ["r0-s0", "r0-s0-tuned"]
-    assert tuned["parent"] == "r0-s0" and tuned["status"] == "trained" and tuned["code_file"] == "tune/r0-s0/reward.py"
-    summary = tuned["tuned"]
-    assert summary["study"] == "tune/r0-s0/study.db" and summary["trials"] == 3 and summary["steps"] == 300
-    assert summary["complete"] + summary["pruned"] + summary["failed"] == 3
+    assert tuned is not None and [c.id for c in store.candidates()] == ["r0-s0", "r0-s0-tuned"]
+    assert tuned.parent == "r0-s0" and tuned.status == "trained" and tuned.code_file == "tune/r0-s0/reward.py"
+    summary = tuned.tuned
+    assert summary.study == "tune/r0-s0/study.db" and summary.trials == 3 and summary.steps == 300
+    assert summary.complete + summary.pruned + summary.failed == 3
     top = max((t for t in study_trials if t.state.name == "COMPLETE"), key=lambda t: (t.value, -t.number))
     baseline = study_trials[0]
-    kept = baseline.state.name == "COMPLETE" and top.number != 0 and top.value < baseline.value + summary["margin"]
+    kept = baseline.state.name == "COMPLETE" and top.number != 0 and top.value < baseline.value + summary.margin
     best_trial = baseline if kept else top  # the parent's constants stay unless a trial beats them by the margin
-    assert summary["margin"] == pytest.approx(1 / 2) and summary["kept_parent"] == kept  # 2 evaluation episodes
-    assert summary["trial"] == best_trial.number and summary["objective"] == pytest.approx(best_trial.value)
+    assert summary.margin == pytest.approx(1 / 2) and summary.kept_parent == kept  # 2 evaluation episodes
+    assert summary.trial == best_trial.number and summary.objective == pytest.approx(best_trial.value)
     winner_result = json.loads((tune_dir / f"trial_{best_trial.number}" / "train" / "result.json").read_text())
-    assert tuned["training"]["success_rate"] == winner_result["success_rate"] and tuned["training"]["steps"] == winner_result["steps"]
-    assert (store.root / tuned["code_file"]).read_text() == (tune_dir / f"trial_{best_trial.number}" / "reward.py").read_text()
-    assert [d["name"] for d in summary["constants_diff"]] == ["K_REACH", "W_REACH", "W_SUCCESS"]
-    tuned_values = find_constants((store.root / tuned["code_file"]).read_text()).values()
-    for change in summary["constants_diff"]:
-        assert change["parent"] == 5.0 and change["tuned"] == tuned_values[change["name"]]
-        assert change["ratio"] == pytest.approx(change["tuned"] / change["parent"], rel=1e-5)
+    assert tuned.training.success_rate == winner_result["success_rate"] and tuned.training.steps == winner_result["steps"]
+    assert (store.root / tuned.code_file).read_text() == (tune_dir / f"trial_{best_trial.number}" / "reward.py").read_text()
+    assert [d.name for d in summary.constants_diff] == ["K_REACH", "W_REACH", "W_SUCCESS"]
+    tuned_values = find_constants((store.root / tuned.code_file).read_text()).values()
+    for change in summary.constants_diff:
+        assert change.parent == 5.0 and change.tuned == tuned_values[change.name]
+        assert change.ratio == pytest.approx(change.tuned / change.parent, rel=1e-5)
     assert best_candidate(store.candidates()) is not None
     # the CLI printed the diff table and the winner's success; the report and the dashboard show the diff
     assert "K_REACH" in result.stdout and "W_SUCCESS" in result.stdout and "winner: trial" in result.stdout
-    assert f"success {tuned['training']['success_rate']:.2f}" in result.stdout
+    assert f"success {tuned.training.success_rate:.2f}" in result.stdout
     assert ("no trial beat the parent's own constants" in result.stdout) == kept
     report = (store.root / "report.md").read_text()
     assert "## Tuned constants: r0-s0-tuned (from r0-s0)" in report and "| K_REACH | 5 |" in report
@@ -319,8 +321,8 @@ def test_tune_resumes_after_a_kill_without_redoing_finished_trials(trained_run, 
     store = copy_run(trained_run, tmp_path)
     tune_dir = store.tune_dir("r0-s0")
     messages: list[str] = []
-    first = tune_candidate(store, "r0-s0", 2, progress=messages.append)
-    assert first["tuned"]["trials"] == 2 and sorted(p.name for p in tune_dir.glob("trial_*")) == ["trial_0", "trial_1"]
+    first = tune_candidate(store, "r0-s0", 2, emit=lambda e: messages.append(e.text))
+    assert first.tuned.trials == 2 and sorted(p.name for p in tune_dir.glob("trial_*")) == ["trial_0", "trial_1"]
     finished = {n: (tune_dir / f"trial_{n}" / "done.json").stat().st_mtime_ns for n in (0, 1)}
 
     # a third trial, killed mid-training with its whole process group (the tuner and its worker)
@@ -336,7 +338,7 @@ def test_tune_resumes_after_a_kill_without_redoing_finished_trials(trained_run, 
     assert killed.state.name == "RUNNING"
 
     messages.clear()
-    again = tune_candidate(store, "r0-s0", 3, progress=messages.append)
+    again = tune_candidate(store, "r0-s0", 3, emit=lambda e: messages.append(e.text))
     trials = trials_of(store, "r0-s0")
     assert [t.state.name in ("COMPLETE", "PRUNED") for t in trials[:2]] == [True, True] and trials[2].state.name == "FAIL"
     assert any("trial 2 was interrupted" in m for m in messages)
@@ -344,7 +346,7 @@ def test_tune_resumes_after_a_kill_without_redoing_finished_trials(trained_run, 
     assert trials[3].state.name in ("COMPLETE", "PRUNED")
     assert {n: (tune_dir / f"trial_{n}" / "done.json").stat().st_mtime_ns for n in (0, 1)} == finished  # never redone
     assert (tune_dir / "trial_3" / "done.json").is_file()
-    assert again["tuned"]["trials"] == 3 and again["tuned"]["failed"] == 0  # the killed trial does not count
+    assert again.tuned.trials == 3 and again.tuned.failed == 0  # the killed trial does not count
 
     # asking again for the same number trains nothing
     before = sorted(p.name for p in tune_dir.glob("trial_*"))
@@ -357,7 +359,7 @@ def test_tune_resumes_after_a_kill_without_redoing_finished_trials(trained_run, 
 def test_cli_refuses_a_program_without_constants_and_an_unknown_candidate(trained_run, tmp_path):
     store = copy_run(trained_run, tmp_path)
     parent = store.candidate("r0-s0")
-    (store.root / parent["code_file"]).write_text(NO_CONSTANTS)
+    (store.root / parent.code_file).write_text(NO_CONSTANTS)
     result = t2r("tune", store.run_id, "--trials", 3, "--runs-dir", tmp_path, timeout=120)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
@@ -381,13 +383,13 @@ def test_run_with_tune_tunes_the_best_after_the_last_round_and_compares_the_winn
                        compare_expert=False, video=False, screen=False, eval_freq=100, eval_episodes=2, overrides=TINY,
                        success_threshold=1.01, tune=2)
     messages: list[str] = []
-    store = start_run(config, tmp_path, progress=messages.append)
+    store = start_run(config, tmp_path, emit=lambda e: messages.append(e.text))
     tuned = store.candidate("r0-s0-tuned")
-    assert tuned is not None and tuned["parent"] == "r0-s0" and tuned["tuned"]["trials"] == 2
+    assert tuned is not None and tuned.parent == "r0-s0" and tuned.tuned.trials == 2
     assert any("tuning r0-s0's constants: 2 trial(s)" in m for m in messages)
     best = best_candidate(store.candidates())
     final = store.read_json("final/summary.json")
-    assert final["best_candidate"] == best["id"] and store.state()["status"] == "finished"
+    assert final["best_candidate"] == best.id and store.state().status == "finished"
     trained = sorted(p.stat().st_mtime for p in store.root.glob("tune/r0-s0/trial_*/done.json"))
     resume_run(tmp_path, store.run_id)
     assert sorted(p.stat().st_mtime for p in store.root.glob("tune/r0-s0/trial_*/done.json")) == trained

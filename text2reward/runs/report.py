@@ -224,7 +224,7 @@ def best_section(store: RunStore, best: Candidate) -> list[str]:
     code = store.read_text(best.code_file) if best.code_file else ""
     lines = ["", f"## Best reward: {best.id} (success {best.success:.2f})", ""]
     if best.rule_based:
-        lines.append(f"*Composed by {best.author}: not written by a language model.*\n")
+        lines.append(f"*Written by {best.author}.*\n")
     lines += ["```python", code.rstrip(), "```"]
     if components:
         lines += ["", f"![reward components]({components.name})"]
