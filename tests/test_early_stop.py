@@ -9,7 +9,9 @@ import pytest
 
 from policies.config import TrainConfig
 from text2reward.runs.ranking import best_candidate
-from text2reward.runs.store import STOP_FILE, RunConfig
+from text2reward.runs.records import Candidate
+from text2reward.runs.store import STOP_FILE
+from text2reward.settings import RunConfig
 from text2reward.training.early_stop import EarlyStopper, EarlyStopRule, judge_at_rung, rung_steps
 from text2reward.training.job import TrainJob
 from text2reward.training.pool import run_jobs
@@ -73,11 +75,13 @@ def test_run_settings_turn_early_stopping_on_for_candidates_only(tmp_path):
 
 
 def test_a_stopped_candidate_still_ranks_on_its_partial_result():
-    trained = {"id": "r0-s0", "status": "trained", "training": {"success_rate": 0.2, "curve": []}}
-    stopped = {"id": "r0-s1", "status": "stopped_early", "training": {"success_rate": 0.0, "curve": []},
-               "stopped_early": {"rung": 0, "steps": 250, "reason": "behind"}}
-    assert best_candidate([stopped])["id"] == "r0-s1"
-    assert best_candidate([trained, stopped])["id"] == "r0-s0"
+    trained = Candidate.from_dict({"id": "r0-s0", "round": 0, "sample": 0, "status": "trained",
+                                   "training": {"success_rate": 0.2, "curve": []}})
+    stopped = Candidate.from_dict({"id": "r0-s1", "round": 0, "sample": 1, "status": "stopped_early",
+                                   "training": {"success_rate": 0.0, "curve": []},
+                                   "stopped_early": {"rung": 0, "steps": 250, "reason": "behind"}})
+    assert best_candidate([stopped]).id == "r0-s1"
+    assert best_candidate([trained, stopped]).id == "r0-s0"
 
 
 @pytest.mark.slow

@@ -65,10 +65,10 @@ def test_a_final_training_killed_every_time_is_shown_with_its_reason_and_resume_
     assert output.count("trying again") == FINAL_ATTEMPTS - 1, output
     store = RunStore(run_dir)
     final = store.final_summary()
-    assert final is not None and final["best"]["success_rates"] == []
-    (failed,) = final["best"]["failed_seeds"]
-    assert failed["seed"] == 1 and failed["attempts"] == FINAL_ATTEMPTS and failed["cause"] == "interrupted"
-    assert "killed by signal 9" in failed["reason"]
+    assert final is not None and final.best.success_rates == []
+    (failed,) = final.best.failed_seeds
+    assert failed.seed == 1 and failed.attempts == FINAL_ATTEMPTS and failed.cause == "interrupted"
+    assert "killed by signal 9" in failed.reason
     candidate_done = run_dir / "rounds/r0/s0/training/done.json"
     kept = candidate_done.stat().st_mtime_ns
 
@@ -81,7 +81,7 @@ def test_a_final_training_killed_every_time_is_shown_with_its_reason_and_resume_
     resumed = t2r("resume", run_dir.name, "--runs-dir", str(runs), cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     final = store.final_summary()
-    assert final is not None and len(final["best"]["success_rates"]) == 1 and final["best"]["failed_seeds"] == []
-    assert final["best"]["seeds"] == [1] and store.state()["status"] == "finished"
+    assert final is not None and len(final.best.success_rates) == 1 and final.best.failed_seeds == []
+    assert final.best.seeds == [1] and store.state().status == "finished"
     assert candidate_done.stat().st_mtime_ns == kept  # the round's training was not redone
-    assert json.loads((run_dir / "final" / final["best_candidate"] / "seed1" / "done.json").read_text())["result"]["steps"] == 300
+    assert json.loads((run_dir / "final" / final.best_candidate / "seed1" / "done.json").read_text())["result"]["steps"] == 300

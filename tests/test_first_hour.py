@@ -43,7 +43,7 @@ def killed_run(tmp_path_factory) -> RunStore:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
     store = RunStore(root.parents[4])
-    assert store.state()["status"] == "running" and (store.root / LOCK_FILE).exists(), "killed: no chance to record anything"
+    assert store.state().status == "running" and (store.root / LOCK_FILE).exists(), "killed: no chance to record anything"
     return store
 
 

@@ -12,7 +12,8 @@ from openai_server import OpenAITestServer, Say
 from polling import wait_for
 
 from text2reward.loop import start_run
-from text2reward.runs.store import RunConfig, RunStore, list_runs
+from text2reward.runs.store import RunStore, list_runs
+from text2reward.settings import RunConfig
 
 pytestmark = pytest.mark.slow  # end-to-end: real training
 
@@ -54,32 +55,32 @@ def test_heuristic_run_two_rounds_with_report(tmp_path):
     config = RunConfig(task_id="fetch/reach", backend="heuristic", rounds=2, samples=1, steps=300, workers=2,
                        final_seeds=1, eval_freq=150, eval_episodes=2, overrides=TINY, success_threshold=1.01)
     messages: list[str] = []
-    store = start_run(config, tmp_path, progress=messages.append)
+    store = start_run(config, tmp_path, emit=lambda e: messages.append(e.text))
     state = store.state()
-    assert state["status"] == "finished" and state["rounds_done"] == 2
+    assert state.status == "finished" and state.rounds_done == 2
     candidates = store.candidates()
-    assert [c["id"] for c in candidates] == ["r0-s0", "r1-s0"]
-    assert all(c["status"] == "trained" and c["rule_based"] for c in candidates)
-    assert any("rule-based heuristic backend (no language model)" in m for m in messages)
+    assert [c.id for c in candidates] == ["r0-s0", "r1-s0"]
+    assert all(c.status == "trained" and c.rule_based for c in candidates)
+    assert "round 0: asking heuristic (rule-based, no language model) for 1 reward(s)" in messages
     # round 1 was prompted with the best round-0 code and its feedback
     prompt = store.read_json("rounds/r1/prompt.json")
-    best0 = store.read_json("rounds/r0/summary.json")["best"]
-    best_code = (store.root / store.read_json(f"rounds/r0/{best0.split('-')[1]}/candidate.json")["code_file"]).read_text()
+    best0 = store.round_summary(0).best
+    best_code = (store.root / store.candidate(best0).code_file).read_text()
     user_text = prompt["messages"][-1]["content"]
     assert best_code.strip().splitlines()[3] in user_text
     assert "success" in user_text.lower() and prompt["context"]["previous_best_code"] == best_code
     # every artefact is on disk
     for c in candidates:
-        directory = store.candidate_dir(c["round"], c["sample"])
+        directory = store.candidate_dir(c.round, c.sample)
         assert (directory / "training" / "train" / "result.json").is_file()
         assert (directory / "training" / "feedback.md").read_text().strip()
         assert (directory / "training" / "rollout.mp4").stat().st_size > 1000
-    final = store.read_json("final/summary.json")
-    assert final["best_candidate"] in {c["id"] for c in candidates}
-    assert len(final["best"]["success_rates"]) == 1
-    assert len(final["expert"]["success_rates"]) == 1
+    final = store.final_summary()
+    assert final.best_candidate in {c.id for c in candidates}
+    assert len(final.best.success_rates) == 1
+    assert len(final.expert.success_rates) == 1
     report = (store.root / "report.md").read_text()
-    assert "rule-based composer, no language model" in report and "```python" in report
+    assert "heuristic (rule-based, no language model)" in report and "```python" in report
     assert (store.root / "curves.png").stat().st_size > 1000
     # the index and the CLI see the run
     (row,) = list_runs(tmp_path)
@@ -97,18 +98,18 @@ def test_openai_server_loop_feeds_tracebacks_back_and_records_failures(tmp_path)
         os.environ.setdefault("OPENAI_API_KEY", "test-key")
         store = start_run(config, tmp_path)
         requests = server.chat_requests
-    statuses = {c["id"]: c["status"] for c in store.candidates()}
+    statuses = {c.id: c.status for c in store.candidates()}
     assert statuses == {"r0-s0": "trained", "r0-s1": "trained", "r0-s2": "no_code", "r0-s3": "no_code"}
     first = requests[0]
     assert first["n"] == 4 and "compute_dense_reward" in first["messages"][-1]["content"]
     fix_requests = [r["messages"][-1]["content"] for r in requests[1:]]
     assert any("wrist_camera" in text and "AttributeError" in text for text in fix_requests), "traceback must reach the model"
-    buggy = store.read_json("rounds/r0/s1/candidate.json")
-    assert len(buggy["attempts"]) == 2 and buggy["attempts"][1]["validation"]["ok"]
-    assert buggy["screening"]["passed"]
-    prose = store.read_json("rounds/r0/s3/candidate.json")
-    assert "compute_dense_reward" in prose["reason"]
-    assert sum(c["tokens"]["completion"] for c in store.candidates()) > 0
+    buggy = store.read_candidate(0, 1)
+    assert len(buggy.attempts) == 2 and buggy.attempts[1]["validation"]["ok"]
+    assert buggy.screening["passed"]
+    prose = store.read_candidate(0, 3)
+    assert "compute_dense_reward" in prose.reason
+    assert sum(c.tokens.completion for c in store.candidates()) > 0
 
 
 def test_killed_worker_then_resume_keeps_finished_results(tmp_path):
@@ -128,25 +129,25 @@ def test_killed_worker_then_resume_keeps_finished_results(tmp_path):
         if main.poll() is None:
             main.kill()
     store = RunStore(run_dir)
-    assert store.state()["status"] == "incomplete", output
-    assert store.read_json("rounds/r0/s1/candidate.json")["status"] == "interrupted"
+    assert store.state().status == "incomplete", output
+    assert store.read_candidate(0, 1).status == "interrupted"
     assert "t2r resume" in output
     kept = first_done.stat().st_mtime_ns, (run_dir / "rounds/r0/s0/candidate.json").read_text()
 
     assert not (run_dir / "runs").exists(), "stage files must not nest under a second runs/ folder"
     resumed = t2r("resume", run_dir.name, "--runs-dir", "runs", timeout=300, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert store.state()["status"] == "finished"
+    assert store.state().status == "finished"
     s0, s1 = store.candidates()
-    assert s0["status"] == "trained"
+    assert s0.status == "trained"
     assert (first_done.stat().st_mtime_ns, (run_dir / "rounds/r0/s0/candidate.json").read_text()) == kept
     # early stopping is on: the retrained s1 is compared with s0's curve at the rung (300 steps); either way it
     # has a result, and a stop is recorded with its reason
     steps = json.loads((run_dir / "rounds/r0/s1/training/done.json").read_text())["result"]["steps"]
-    if s1["status"] == "stopped_early":
-        assert steps == 300 and "r0-s0" in s1["stopped_early"]["reason"]
+    if s1.status == "stopped_early":
+        assert steps == 300 and "r0-s0" in s1.stopped_early.reason
     else:
-        assert s1["status"] == "trained" and steps == 600
+        assert s1.status == "trained" and steps == 600
 
 
 def test_vision_rounds_show_the_model_rollout_keyframes(tmp_path):
@@ -163,7 +164,7 @@ def test_vision_rounds_show_the_model_rollout_keyframes(tmp_path):
     assert images(first) == []  # nothing has been rolled out yet
     shown = images(second)
     assert len(shown) == 4 and all(p["image_url"]["url"].startswith("data:image/png;base64,") for p in shown)
-    assert len(store.read_json("rounds/r0/s0/candidate.json")["keyframes"]) == 4
+    assert len(store.read_candidate(0, 0).keyframes) == 4
 
 
 def test_the_feedback_prompt_of_a_two_candidate_round_shows_both(tmp_path):
@@ -178,15 +179,15 @@ def test_the_feedback_prompt_of_a_two_candidate_round_shows_both(tmp_path):
                            eval_freq=150, eval_episodes=2, overrides=TINY, video=False, success_threshold=1.01)
         store = start_run(config, tmp_path)
         first, second = server.chat_requests
-    summary = store.read_json("rounds/r0/summary.json")
-    best, loser = summary["best"], ({"r0-s0", "r0-s1"} - {summary["best"]}).pop()
+    summary = store.round_summary(0)
+    best, loser = summary.best, ({"r0-s0", "r0-s1"} - {summary.best}).pop()
     prompt = second["messages"][-1]["content"]
     assert "## The other candidates of the last round, beside the best" in prompt
     assert f"The best so far, {best}: success " in prompt and f"### {loser}: success " in prompt
     assert prompt.count("of 2 episodes, 95% interval") >= 2
     assert "```diff" in prompt and ("-    reach = float(np.exp(-10.0" in prompt or "+    reach = float(np.exp(-10.0" in prompt)
     assert "the final evaluation's first 2 episodes of 2 (reset seeds 10000-10001)" in prompt
-    if summary.get("tied"):  # 2-episode evaluations almost always tie: the prompt says so and how the tie was broken
-        assert summary["tied"] == [loser] and "Tied with it within noise" in prompt and summary["tie_break"] in prompt
-    candidate = store.read_json(f"rounds/r0/{best.split('-')[1]}/candidate.json")
-    assert candidate["training"]["episodes"] == 2 and "object_goal_start" not in candidate["facts"] and "success" in candidate["facts"]
+    if summary.tied:  # 2-episode evaluations almost always tie: the prompt says so and how the tie was broken
+        assert summary.tied == [loser] and "Tied with it within noise" in prompt and summary.tie_break in prompt
+    candidate = store.candidate(best)
+    assert candidate.training.episodes == 2 and "object_goal_start" not in candidate.facts and "success" in candidate.facts

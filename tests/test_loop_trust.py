@@ -20,6 +20,7 @@ from openai_server import Fail, OpenAITestServer, Say
 
 from text2reward.runs.lock import LOCK_FILE, RunLock
 from text2reward.runs.store import RunStore
+from text2reward.settings import RunConfig
 
 GOOD = '''```python
 import numpy as np
@@ -115,14 +116,14 @@ def test_a_reward_that_fails_while_screened_is_sent_back_and_the_round_goes_on(t
     assert result.returncode == 0, result.stderr
     store = only_run(tmp_path / "runs")
     bomb, inverted = store.candidates()
-    assert bomb["attempts"][0]["screening_error"].startswith("the reward failed on a recorded rollout")
-    assert "math domain error" in bomb["attempts"][0]["screening_error"]
+    assert bomb.attempts[0]["screening_error"].startswith("the reward failed on a recorded rollout")
+    assert "math domain error" in bomb.attempts[0]["screening_error"]
     fix_prompt = json.dumps(store.read_json("rounds/r0/s0/fix_prompt_1.json"))
     assert "math domain error" in fix_prompt, "the screening error must reach the model"
-    assert not inverted["attempts"][0]["screening"]["passed"]
+    assert not inverted.attempts[0]["screening"]["passed"]
     assert "Screening before training" in json.dumps(store.read_json("rounds/r0/s1/fix_prompt_1.json"))
-    assert [c["status"] for c in (bomb, inverted)] == ["trained", "trained"]
-    assert store.state()["status"] == "finished"
+    assert [c.status for c in (bomb, inverted)] == ["trained", "trained"]
+    assert store.state().status == "finished"
 
 
 @pytest.mark.slow
@@ -131,8 +132,8 @@ def test_a_video_that_cannot_render_is_a_warning_on_a_trained_candidate(tmp_path
                  *TINY_TRAINING, "--runs-dir", tmp_path / "runs", env={"MUJOCO_GL": "disable"})  # physics runs, rendering cannot
     assert result.returncode == 0, result.stderr
     [candidate] = only_run(tmp_path / "runs").candidates()
-    assert candidate["status"] == "trained"
-    assert candidate["warnings"] and candidate["warnings"][0].startswith("rollout video failed")
+    assert candidate.status == "trained"
+    assert candidate.warnings and candidate.warnings[0].startswith("rollout video failed")
     assert "warning: rollout video failed" in result.stdout
 
 
@@ -148,7 +149,7 @@ def test_a_run_where_nothing_trained_ends_no_result_with_exit_1(tmp_path, behavi
     line = error_line(result)
     assert "ended with no result: no candidate trained: r0-s0" in line and why in line
     state = only_run(tmp_path / "runs").state()
-    assert state["status"] == "no_result" and why in state["reason"]
+    assert state.status == "no_result" and why in state.reason
 
 
 # --- 3. checks before starting ------------------------------------------------------------------------------
@@ -210,7 +211,7 @@ def test_a_model_the_server_does_not_serve_is_refused_and_openai_model_is_honour
         cli("run", "--task", "fetch/reach", "--llm", "openai", "--rounds", "1", "--samples", "1", "--fix-attempts", "0",
             "--runs-dir", tmp_path / "runs", env=env, timeout=120)
         asked, url = [body["model"] for body in server.chat_requests], server.base_url
-    config = only_run(tmp_path / "runs").config()
+    config = RunConfig.from_record(only_run(tmp_path / "runs").config_data())
     assert asked == ["qwen2.5-coder"] and (config.model, config.base_url) == ("qwen2.5-coder", url)
 
 
@@ -230,7 +231,7 @@ def test_a_run_held_by_a_live_process_is_not_resumed_twice(finished_run):
         result = t2r("resume", finished_run.run_id, "--runs-dir", finished_run.runs_dir, timeout=120)
     assert result.returncode == 1
     assert error_line(result).startswith(f"error: run {finished_run.run_id} is being worked on by process {os.getpid()}")
-    assert finished_run.state()["status"] == "finished", "a refused resume must not touch the run's state"
+    assert finished_run.state().status == "finished", "a refused resume must not touch the run's state"
 
 
 @pytest.mark.slow
@@ -269,14 +270,13 @@ def test_the_reply_cache_is_keyed_by_seed_and_can_be_bypassed(tmp_path):
 
 
 def test_the_heuristic_backend_seed_changes_the_cached_samples(tmp_path):
-    from text2reward.generation.llm import CachedBackend, GenerationRequest, ReplyCache
-    from text2reward.generation.llm.heuristic import HeuristicBackend
+    from text2reward.generation.llm import BackendSettings, CachedBackend, GenerationRequest, ReplyCache, backend_spec
 
     cache = ReplyCache(tmp_path / "cache")
     messages = [{"role": "user", "content": "reach"}]
 
     def texts(seed: int) -> list[str]:
-        backend = CachedBackend(HeuristicBackend(seed=seed), cache)
+        backend = CachedBackend(backend_spec("heuristic").make(BackendSettings(seed=seed)), cache)
         return [r.text for r in backend.generate(GenerationRequest(messages, n=2, task_id="fetch/reach", seed=seed))]
 
     zero, one = texts(0), texts(1)
@@ -325,7 +325,7 @@ def test_reply_files_drive_a_multi_round_run_that_waits_for_the_next_reply(tmp_p
     assert first.returncode == 0, first.stderr
     store = only_run(runs)
     state = store.state()
-    assert state["status"] == "waiting_for_replies" and state["replies_needed"] == 1
+    assert state.status == "waiting_for_replies" and state.replies_needed == 1
     assert f"waiting for 1 reply(ies) to the prompt in {store.root / 'pending_prompt.md'}" in " ".join(first.stdout.split())
     pending = t2r("prompt", "--run", store.run_id, "--runs-dir", runs)
     assert pending.returncode == 0 and "(round 1)" in pending.stdout and "compute_dense_reward" in pending.stdout
@@ -333,8 +333,8 @@ def test_reply_files_drive_a_multi_round_run_that_waits_for_the_next_reply(tmp_p
 
     resumed = t2r("resume", store.run_id, "--runs-dir", runs, "--reply-file", tmp_path / "r1.md")
     assert resumed.returncode == 0, resumed.stderr
-    assert store.state()["status"] == "finished"
-    assert [c["status"] for c in store.candidates()] == ["trained", "trained"]
+    assert store.state().status == "finished"
+    assert [c.status for c in store.candidates()] == ["trained", "trained"]
     assert "5.0" in (store.root / "rounds/r1/s0/reward_0.py").read_text()
     refused = t2r("prompt", "--run", store.run_id, "--runs-dir", runs)
     assert refused.returncode == 1 and "is not waiting for replies" in error_line(refused)

@@ -21,7 +21,8 @@ from polling import wait_for
 
 from policies.config import TrainConfig
 from text2reward.loop import start_run
-from text2reward.runs.store import STOP_FILE, RunConfig, RunStore
+from text2reward.runs.store import STOP_FILE, RunStore
+from text2reward.settings import RunConfig
 from text2reward.training.early_stop import EarlyStopper
 from text2reward.training.job import PID_FILE, TrainJob
 from text2reward.training.ray_pool import Board, ray_session, run_jobs_on_ray
@@ -56,7 +57,7 @@ def listing(folder: Path) -> list[str]:
 
 def test_a_run_made_before_executors_existed_opens_on_the_local_pool():
     (folder,) = (FIXTURES / "runs_v1").glob("*/config.json")
-    config = RunStore(folder.parent).config()
+    config = RunConfig.from_record(RunStore(folder.parent).config_data())
     assert config.executor == "local" and config.ray_address is None
 
 
@@ -158,18 +159,18 @@ def test_a_round_on_ray_stores_what_the_local_pool_stores(tmp_path, ray_address)
                        eval_freq=100, eval_episodes=1, overrides=TINY, success_threshold=1.01, early_stop=False)
     local = start_run(config, tmp_path / "local")
     said: list[str] = []
-    on_ray = start_run(dataclasses.replace(config, executor="ray"), tmp_path / "ray", progress=said.append)
+    on_ray = start_run(dataclasses.replace(config, executor="ray"), tmp_path / "ray", emit=lambda e: said.append(e.text))
     assert any(m.startswith("training on Ray: the Ray instance already open") for m in said), said
-    assert on_ray.config().executor == "ray"
-    assert [c["status"] for c in on_ray.candidates()] == [c["status"] for c in local.candidates()] == ["trained", "trained"]
+    assert RunConfig.from_record(on_ray.config_data()).executor == "ray"
+    assert [c.status for c in on_ray.candidates()] == [c.status for c in local.candidates()] == ["trained", "trained"]
     for mine, theirs in zip(on_ray.candidates(), local.candidates()):
-        folder, their_folder = (store.candidate_dir(0, c["sample"]) / "training" for store, c in ((on_ray, mine), (local, theirs)))
+        folder, their_folder = (store.candidate_dir(0, c.sample) / "training" for store, c in ((on_ray, mine), (local, theirs)))
         assert listing(folder) == listing(their_folder)
         assert {"done.json", "rollout.mp4", "feedback.md", "train/model.zip", "train/result.json", "worker.log"} <= set(listing(folder))
-        assert mine["training"]["steps"] == theirs["training"]["steps"] == 200
-        assert mine["video_file"] and (on_ray.root / mine["video_file"]).stat().st_size > 1000
-        assert len(mine["keyframes"]) == len(theirs["keyframes"]) > 0
-        assert all((on_ray.root / k).is_file() and not k.startswith("/") for k in mine["keyframes"])
+        assert mine.training.steps == theirs.training.steps == 200
+        assert mine.video_file and (on_ray.root / mine.video_file).stat().st_size > 1000
+        assert len(mine.keyframes) == len(theirs.keyframes) > 0
+        assert all((on_ray.root / k).is_file() and not k.startswith("/") for k in mine.keyframes)
         result = json.loads((folder / "train" / "result.json").read_text())
         assert result["model_path"] == str(folder / "train" / "model.zip")
         assert "t2r-job-" not in (folder / "done.json").read_text()
@@ -263,8 +264,8 @@ def test_a_driver_killed_under_ray_is_resumed_without_redoing_finished_jobs(tmp_
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"training on Ray: the cluster at {ray_address}" in resumed.stdout, resumed.stdout
     store = RunStore(run_dir)
-    assert store.state()["status"] == "finished"
-    assert [c["status"] for c in store.candidates()] == ["trained", "trained"]
+    assert store.state().status == "finished"
+    assert [c.status for c in store.candidates()] == ["trained", "trained"]
     assert (first.stat().st_mtime_ns, (first.parent / "train" / "model.zip").stat().st_mtime_ns) == kept
     assert (second / "done.json").is_file()
 
@@ -284,8 +285,9 @@ def test_a_run_without_an_address_starts_its_own_ray_and_stops_it(tmp_path):
         assert "training on Ray: a local Ray instance on 127.0.0.1" in done.stdout, done.stdout
         (config,) = tmp_path.glob("*/config.json")
         store = RunStore(config.parent)
-        assert store.config().executor == "ray" and store.config().ray_address is None
-        assert [c["status"] for c in store.candidates()] == ["trained"]
+        config = RunConfig.from_record(store.config_data())
+        assert config.executor == "ray" and config.ray_address is None
+        assert [c.status for c in store.candidates()] == ["trained"]
         assert list(ray_tmp.glob("**/session_*")), "the run's Ray kept its session under RAY_TMPDIR"
 
         def leftovers() -> list[str]:

@@ -46,7 +46,7 @@ class Limits:
     open_files: int = 16
     """RLIMIT_NOFILE once untrusted code runs (the jail lets it open no file anyway)."""
     max_call_us: float = 2000.0
-    """Validation fails when the median reward call takes longer: at ~1,000-2,000 env steps/s
+    """Validation fails when the reward's own time per call, on average over a pass, is longer: at ~1,000-2,000 env steps/s
     (measured: see benchmarks/RESULTS.md), a 2 ms reward would halve training throughput. Typical numpy rewards take ~8 us."""
     isolation: str = "auto"
     """"auto": the first jail whose self-test passes here (bubblewrap, then Landlock + seccomp);

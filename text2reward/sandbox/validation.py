@@ -12,6 +12,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from policies.reward_modes import runnable_source
 from sim_envs.task import Task
 from text2reward.sandbox.hints import attribute_hint
 from text2reward.sandbox.limits import Limits
@@ -41,8 +42,6 @@ def validate(code: str, task: Task, samples: list[Sample] | None = None, limits:
              mode: str = "dense") -> ValidationReport:
     """Static pass, then (if it passes) a smoke run on `samples` (default: `collect_states(task)`). In a potential
     or progress mode the program's value is checked like a reward's total (finite, not constant, deterministic)."""
-    from policies.reward_modes import runnable_source
-
     limits = limits or Limits()
     started = time.monotonic()
     checks: dict[str, dict[str, Any]] = {}
@@ -89,15 +88,17 @@ def smoke_checks(result: RunResult, limits: Limits) -> dict[str, dict[str, Any]]
     )
     checks["deterministic"] = _determinism(result)
     # the reward's own time per call (CPU + blocked), from the kernel's clocks of the child, read by this process:
-    # neither the child's word nor a busy machine moves it
+    # neither the child's word nor a busy machine moves it. Judged on the mean over the pass, which is exact: calls are
+    # pipelined (calls.CallChannel.stream), so one call's share of the clocks may hold a moment of its neighbour's when
+    # this process read a reply late, which lumps shares (and would bias a median low) but leaves their sum whole.
     median_us = statistics.median(result.seconds) * 1e6 if result.seconds else 0.0
     mean_us = statistics.fmean(result.seconds) * 1e6 if result.seconds else 0.0
     checks["time_per_call"] = _check(
-        median_us <= limits.max_call_us,
-        f"{median_us:.0f} us per call is over the {limits.max_call_us:.0f} us limit; compute with vectorised "
-        "numpy, without loops over many elements" if median_us > limits.max_call_us else f"{median_us:.1f} us per call (median)",
-        median_us=median_us,
+        mean_us <= limits.max_call_us,
+        f"{mean_us:.0f} us per call is over the {limits.max_call_us:.0f} us limit; compute with vectorised "
+        "numpy, without loops over many elements" if mean_us > limits.max_call_us else f"{mean_us:.1f} us per call (mean)",
         mean_us=mean_us,
+        median_us=median_us,
         limit_us=limits.max_call_us,
     )
     return checks
