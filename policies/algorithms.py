@@ -64,11 +64,11 @@ def algorithm_class(name: str) -> Any:
     """The class that trains `name` (imported on first use: torch and JAX are slow to import)."""
     algorithm = get_algorithm(name)
     if algorithm.backend == "sb3":
-        from stable_baselines3 import PPO, SAC
+        from stable_baselines3 import PPO, SAC  # SB3 and torch (~1.8 s): this module loads with every `t2r` command
 
         return {"sac": SAC, "ppo": PPO}[algorithm.family]
     try:
-        import sbx
+        import sbx  # SBX and JAX (~1.2 s beyond SB3), after configure_jax's settings: only SBX algorithms pay it
     except ImportError as exc:
         raise ConfigError(SBX_MISSING.format(name=name)) from exc
     return {"sac": sbx.SAC, "ppo": sbx.PPO}[algorithm.family]
@@ -77,7 +77,7 @@ def algorithm_class(name: str) -> Any:
 def cache_jax_compilations() -> None:
     """Keep XLA's compiled programs on disk: every candidate of a run trains the same networks on the same
     shapes, so only the first worker on a machine pays the compilation."""
-    import jax
+    import jax  # SBX trainings only (~0.5 s), after configure_jax's settings
 
     cache_root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     jax.config.update("jax_compilation_cache_dir", str(cache_root / "text2reward" / "jax"))
@@ -87,7 +87,7 @@ def cache_jax_compilations() -> None:
 def jax_gpu_count() -> int:
     """The GPUs JAX can train on (none with its CPU-only build, whatever the machine has)."""
     try:
-        import jax
+        import jax  # JAX (~0.5 s) for SBX's device checks only, after configure_jax's settings
 
         return sum(device.platform == "gpu" for device in jax.devices())
     except (ImportError, RuntimeError):
@@ -96,7 +96,7 @@ def jax_gpu_count() -> int:
 
 def use_jax_device(device: str) -> None:
     """Put SBX's computations where `--device` says: JAX picks a GPU by itself when its CUDA build is there."""
-    import jax
+    import jax  # SBX trainings only (~0.5 s), after configure_jax's settings
 
     if device == "cpu":
         jax.config.update("jax_default_device", jax.devices("cpu")[0])

@@ -17,9 +17,10 @@ shape one: `RewardModeSpec.shapes_sparse_reward`): train it without HER, or use 
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
-from policies.algorithms import get_algorithm
+from policies.algorithms import algorithm_class, get_algorithm
 from policies.reward_modes import REWARD_MODES
 from sim_envs.errors import ConfigError
 from sim_envs.task import Task
@@ -68,10 +69,6 @@ def resolve_her(requested: bool | None, family_default: bool, task: Task, algo: 
 def check_learning_starts(algo: str, algo_kwargs: dict[str, Any], task: Task, n_envs: int) -> None:
     """HER replays whole episodes: its buffer cannot sample before one has ended, so updates must wait for one
     episode in every env (a one-line error here rather than SB3's RuntimeError mid-training)."""
-    import inspect
-
-    from policies.algorithms import algorithm_class
-
     starts = algo_kwargs.get("learning_starts")
     if starts is None:
         starts = inspect.signature(algorithm_class(algo).__init__).parameters["learning_starts"].default
@@ -91,7 +88,7 @@ def her_buffer_size(buffer_size: int | None, steps: int, n_envs: int) -> int:
 
 def her_algo_kwargs(algo_kwargs: dict[str, Any], her_kwargs: dict[str, Any]) -> dict[str, Any]:
     """The algorithm's constructor arguments with SB3's HerReplayBuffer; a `--hp replay_buffer_kwargs` wins over the YAML's `her_kwargs`."""
-    from stable_baselines3 import HerReplayBuffer
+    from stable_baselines3 import HerReplayBuffer  # SB3 and torch (~1.8 s): preflight imports this module in every `t2r` command
 
     buffer_kwargs = {**DEFAULT_HER_KWARGS, **her_kwargs, **dict(algo_kwargs.get("replay_buffer_kwargs") or {})}
     return {**algo_kwargs, "replay_buffer_class": HerReplayBuffer, "replay_buffer_kwargs": buffer_kwargs}

@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import replace
 from typing import Any
 
-from policies.hyperparams import Hyperparams
+from policies.hyperparams import Hyperparams, load_hyperparams
 from policies.reward_program import SparseReward
 from policies.task_env import make_task_env
 from sim_envs.errors import ConfigError
@@ -66,8 +66,6 @@ def check_override_values(task: Task, params: Hyperparams, overrides: dict[str, 
 
 def _refuses(task: Task, params: Hyperparams, key: str, overrides: dict[str, Any]) -> bool:
     """Whether `key`'s value alone (the others at the family's defaults) is refused."""
-    from policies.hyperparams import load_hyperparams
-
     try:
         _build(task, load_hyperparams(task.family, params.algo, {key: overrides[key]}))
     except Exception:

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 _UMASK_LOCK = threading.Lock()
 
 
@@ -71,8 +73,6 @@ def write_json_atomic(path: str | Path, data: Any) -> Path:
 
 
 def _json_default(value: Any) -> Any:
-    import numpy as np
-
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):

@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import stable_baselines3
+import torch
 from stable_baselines3.common.callbacks import BaseCallback
 
 from policies.algorithms import get_algorithm
@@ -52,11 +54,9 @@ def training_settings(task_id: str, reward: str, reward_fn: Any, reward_mode: st
 
 def library_version(algo: str) -> str:
     """The version of the library that trains `algo` (a model pickled by one may not load in another)."""
-    import stable_baselines3
-
     version = f"stable-baselines3 {stable_baselines3.__version__}"
     if get_algorithm(algo).backend == "sbx":
-        import sbx
+        import sbx  # JAX (~1.2 s after SB3): only an SBX training loads it
 
         version += f", sbx {getattr(sbx, '__version__', '?')}"
     return version
@@ -78,8 +78,6 @@ def capture_rng(model: Any, env: Any) -> dict[str, Any]:
     """Every random stream a continuation draws from: Python's, numpy's and torch's global ones (SB3's exploration,
     minibatches), the action space's (SAC's random steps before `learning_starts`), SBX's JAX keys, and each training
     env's (its next episode's placement)."""
-    import torch
-
     state: dict[str, Any] = {
         "python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state().numpy(),
         "action_space": model.action_space.np_random.bit_generator.state,
@@ -99,8 +97,6 @@ def _is_jax_key(value: Any) -> bool:
 
 def restore_model_rng(model: Any, state: dict[str, Any]) -> None:
     """Put the learner's streams back (loading a model reseeds them all with its seed)."""
-    import torch
-
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(torch.from_numpy(state["torch"]))
@@ -108,7 +104,7 @@ def restore_model_rng(model: Any, state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all([torch.from_numpy(s) for s in state["cuda"]])
     model.action_space.np_random.bit_generator.state = state["action_space"]
     if state["jax"]:
-        import jax.numpy as jnp
+        import jax.numpy as jnp  # only an SBX model holds JAX keys, and it has imported JAX already
 
         for path, value in state["jax"].items():
             owner, name = path.split(".")

@@ -7,6 +7,7 @@ Why one small protocol: the wrapper, the evaluator and the sandbox all call a re
 from __future__ import annotations
 
 import ast
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -150,8 +151,6 @@ def program_namespace(name: str, builtins: Mapping[str, Any] | None = None) -> d
     In process (`compile_reward`, trusted code) and in the jailed worker (text2reward.sandbox.jailed,
     which passes its restricted `builtins`), a program sees the same pre-imported names, so one
     program gets one verdict whichever path runs it."""
-    import importlib
-
     namespace: dict[str, Any] = {alias: importlib.import_module(module) for alias, module in PREIMPORTED.items()}
     namespace["__name__"] = name
     if builtins is not None:

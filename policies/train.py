@@ -8,17 +8,23 @@ checkpoint), evaluate the final policy, write `result.json` atomically.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+from stable_baselines3.common.buffers import DictReplayBuffer
+from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
+from stable_baselines3.common.env_util import make_vec_env
+
 from policies.algorithms import algorithm_class, cache_jax_compilations, configure_jax, get_algorithm, jax_gpu_count, use_jax_device
 from policies.callbacks import ComponentStatsCallback, SuccessEvalCallback
 from policies.checkpoint import Checkpoint, checkpoint_path
 from policies.config import TrainConfig
-from policies.evaluate import evaluate, model_actor
+from policies.evaluate import EvalResult, evaluate, model_actor
 from policies.her import HER_POLICY, check_learning_starts, her_algo_kwargs, her_buffer_size, resolve_her
 from policies.hyperparams import Hyperparams, load_hyperparams
 from policies.io import atomic_file, write_json_atomic
@@ -106,8 +112,6 @@ def resolve_device(device: str, algo: str | None = None) -> str:
         gpus = jax_gpu_count()
         missing = "CUDA was requested but JAX sees no GPU; install JAX's CUDA build (pip install 'jax[cuda12]') or use --device cpu"
     else:
-        import torch
-
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         missing = "CUDA was requested but no CUDA GPU is visible; use --device cpu or --device auto"
     if device.startswith("cuda") and not gpus:
@@ -160,12 +164,46 @@ def train(
     """Train, evaluate and write `out_dir/result.json`; `reward_fn` overrides `config.reward`. `resumable`: write a
     resume checkpoint after evaluations and go on from one a previous attempt left in `out_dir` with the same
     settings (policies.resume); the caller removes it once its job is done (policies.checkpoint.remove_checkpoint)."""
-    import torch
-    from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
-    from stable_baselines3.common.env_util import make_vec_env
-
     task = get_task(config.task_id)
     reward_fn = reward_fn or resolve_reward(task, config.reward)
+    plan = resolve_plan(config, task, reward_fn)
+    torch.set_num_threads(config.torch_threads)  # one thread is faster on 2 cores (benchmarks/RESULTS.md)
+    out = Path(config.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    settings = training_settings(task.id, config.reward, reward_fn, plan.mode, plan.params.algo, config.seed, plan.steps,
+                                 config.stop_at_success, asdict(plan.params))
+    checkpoint = find_checkpoint(out, settings) if resumable else None
+    train_env, eval_env = build_envs(task, reward_fn, config.seed, plan, out, resumed=checkpoint is not None)
+    model, checkpoint = resume_or_build(plan.params, train_env, config.seed, plan.device, out / "tb", checkpoint)
+    hooks = build_callbacks(config, plan, model, eval_env, out, checkpoint, on_eval, settings if resumable else None)
+    final, wall, failure = learn_and_evaluate(model, hooks, train_env, eval_env, task, config, plan, out, on_phase)
+    add_final_point(hooks.evaluator.curve, int(model.num_timesteps), final, wall)
+    result = training_result(task, reward_fn, config, plan, model, final, wall, hooks, failure)
+    write_json_atomic(out / RESULT_FILE, result.to_dict())
+    if failure is not None:
+        error = type(failure)(f"{failure} (training stopped at step {result.steps}; the partial curve is in {out / RESULT_FILE})")
+        error.numbers = failure.numbers
+        raise error
+    return result
+
+
+@dataclass
+class TrainingPlan:
+    """One training's settings as resolved: the family's hyper-parameters with the flags over them (`params`, what
+    result.json records), the budget, the reward mode, the final evaluation's episodes and the device."""
+
+    params: Hyperparams
+    steps: int
+    mode: str
+    final_episodes: int
+    device: str
+    flatten: bool
+    """False with HER: the replay buffer swaps the goal in the dict observation, so the policy reads the dict."""
+    gamma: float
+
+
+def resolve_plan(config: TrainConfig, task: Task, reward_fn: RewardFunction) -> TrainingPlan:
+    """The settings a training uses: its flags over the family's YAML, each checked, then HER and the device."""
     steps = config.steps if config.steps is not None else task.default_steps
     if steps <= 0:
         raise ConfigError(f"--steps must be positive, got {steps}")
@@ -181,7 +219,6 @@ def train(
     for flag, value in (("--eval-freq", params.eval_freq), ("--eval-episodes", params.eval_episodes), ("--hp n_envs", params.n_envs)):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ConfigError(f"{flag} must be a positive whole number, got {value!r}")
-    eval_freq, eval_episodes = params.eval_freq, params.eval_episodes
     final_episodes = final_eval_episodes(config, params)
     mode = require_program(config.reward_mode, config.reward)
     params.her = resolve_her(config.her, params.her, task, params.algo, callable(getattr(reward_fn, "relabel", None)), mode)
@@ -189,92 +226,130 @@ def train(
         params.policy = HER_POLICY
         check_learning_starts(params.algo, params.algo_kwargs, task, params.n_envs)
         params.algo_kwargs["buffer_size"] = her_buffer_size(params.algo_kwargs.get("buffer_size"), steps, params.n_envs)
-    flatten = not params.her
-    gamma = float(params.algo_kwargs.get("gamma", DEFAULT_GAMMA))
-    device = resolve_device(config.device, params.algo)
-    torch.set_num_threads(config.torch_threads)  # one thread is faster on 2 cores (benchmarks/RESULTS.md)
-    out = Path(config.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    settings = training_settings(task.id, config.reward, reward_fn, mode, params.algo, config.seed, steps, config.stop_at_success,
-                                 asdict(params))
-    checkpoint = find_checkpoint(out, settings) if resumable else None
+    return TrainingPlan(params=params, steps=steps, mode=mode, final_episodes=final_episodes,
+                        device=resolve_device(config.device, params.algo), flatten=not params.her,
+                        gamma=float(params.algo_kwargs.get("gamma", DEFAULT_GAMMA)))
 
+
+def build_envs(task: Task, reward_fn: RewardFunction, seed: int, plan: TrainingPlan, out: Path, resumed: bool) -> tuple[Any, Any]:
+    """The vectorised training envs (monitored into `out/monitor`), then the separate evaluation env."""
     train_env = make_vec_env(
-        lambda: make_task_env(task, reward_fn, seed=config.seed, reward_mode=mode, gamma=gamma, flatten=flatten),
-        n_envs=params.n_envs,
-        seed=config.seed,
+        lambda: make_task_env(task, reward_fn, seed=seed, reward_mode=plan.mode, gamma=plan.gamma, flatten=plan.flatten),
+        n_envs=plan.params.n_envs,
+        seed=seed,
         monitor_dir=str(out / "monitor"),
-        monitor_kwargs={"info_keywords": ("is_success",), "override_existing": checkpoint is None},  # a resumed run appends
+        monitor_kwargs={"info_keywords": ("is_success",), "override_existing": not resumed},  # a resumed run appends
     )
-    eval_env = make_task_env(task, reward_fn, seed=config.seed + EVAL_SEED_OFFSET, reward_mode=mode, gamma=gamma, flatten=flatten)
-    model, checkpoint = resume_or_build(params, train_env, config.seed, device, out / "tb", checkpoint)
-    components = ComponentStatsCallback(log_every=max(1000, eval_freq // 2))
+    eval_env = make_task_env(task, reward_fn, seed=seed + EVAL_SEED_OFFSET, reward_mode=plan.mode, gamma=plan.gamma, flatten=plan.flatten)
+    return train_env, eval_env
+
+
+@dataclass
+class TrainingCallbacks:
+    """A training's callbacks, in the order SB3 calls them (`listed`), and where a resumed training starts from."""
+
+    components: ComponentStatsCallback
+    evaluator: SuccessEvalCallback
+    listed: list[Any]
+    resume: ResumeCheckpoint | None = None
+    resumed: bool = False
+    elapsed_before: float = 0.0
+    training_done: bool = False
+    """The checkpoint's training had ended (its budget, or an early stop): only the final evaluation is left."""
+    resumed_from: list[int] = field(default_factory=list)
+
+
+def build_callbacks(config: TrainConfig, plan: TrainingPlan, model: Any, eval_env: Any, out: Path, checkpoint: Checkpoint | None,
+                    on_eval: Callable[[dict[str, Any]], None] | None, resume_settings: dict[str, Any] | None) -> TrainingCallbacks:
+    """Component stats, the success evaluations, periodic checkpoints and (with `resume_settings`) the resume checkpoint,
+    given the state of the checkpoint a resumed training goes on from."""
+    params = plan.params
+    components = ComponentStatsCallback(log_every=max(1000, params.eval_freq // 2))
     evaluator = SuccessEvalCallback(
-        eval_env, eval_freq, eval_episodes, config.seed + EVAL_SEED_OFFSET, config.stop_at_success, on_eval,
+        eval_env, params.eval_freq, params.eval_episodes, config.seed + EVAL_SEED_OFFSET, config.stop_at_success, on_eval,
         stop_file=config.stop_file, peak_model_path=out / PEAK_MODEL_FILE,
     )
     checkpoints = CheckpointCallback(
         save_freq=max(params.checkpoint_freq // params.n_envs, 1), save_path=str(out / "checkpoints"), name_prefix="model"
     )
-    callbacks: list[Any] = [components, evaluator, checkpoints]
-    elapsed_before, training_done = 0.0, False
-    resumed_from: list[int] = []
+    hooks = TrainingCallbacks(components, evaluator, [components, evaluator, checkpoints], resumed=checkpoint is not None)
     if checkpoint is not None:
-        elapsed_before, resumed_from = resume_callbacks(checkpoint, components, evaluator, out / PEAK_MODEL_FILE)
+        hooks.elapsed_before, hooks.resumed_from = resume_callbacks(checkpoint, components, evaluator, out / PEAK_MODEL_FILE)
         checkpoints.n_calls = model.num_timesteps // params.n_envs  # its periodic saves keep their step counts
-        training_done = bool(checkpoint.state["finished"] or evaluator.stopped is not None)
-        print(f"resuming from the checkpoint at step {checkpoint.steps} of {steps} ({len(evaluator.curve)} evaluations kept)"
-              + ("; its training had ended" if training_done else ""), flush=True)
-    resume = None
-    if resumable:  # after the evaluator: it checkpoints what an evaluation just added
-        resume = ResumeCheckpoint(checkpoint_path(out), settings, evaluator, components, out / PEAK_MODEL_FILE, elapsed_before,
-                                  resumed_from, env_rng=checkpoint.state["rng"]["envs"] if checkpoint is not None else None)
-        callbacks.append(resume)
+        hooks.training_done = bool(checkpoint.state["finished"] or evaluator.stopped is not None)
+        print(f"resuming from the checkpoint at step {checkpoint.steps} of {plan.steps} ({len(evaluator.curve)} evaluations kept)"
+              + ("; its training had ended" if hooks.training_done else ""), flush=True)
+    if resume_settings is not None:  # after the evaluator: it checkpoints what an evaluation just added
+        hooks.resume = ResumeCheckpoint(checkpoint_path(out), resume_settings, evaluator, components, out / PEAK_MODEL_FILE,
+                                        hooks.elapsed_before, hooks.resumed_from,
+                                        env_rng=checkpoint.state["rng"]["envs"] if checkpoint is not None else None)
+        hooks.listed.append(hooks.resume)
+    return hooks
+
+
+def learn_and_evaluate(model: Any, hooks: TrainingCallbacks, train_env: Any, eval_env: Any, task: Task, config: TrainConfig,
+                       plan: TrainingPlan, out: Path, on_phase: Callable[[str], None] | None
+                       ) -> tuple[EvalResult, float, RewardProgramError | None]:
+    """Train for what is left of the budget, save the model, evaluate it; close both envs. Returns the final evaluation,
+    the training's seconds (a resumed one's included) and the reward's failure: a reward that broke a limit stops
+    training but keeps what was learned, and the final evaluation, which needs no reward, runs on the sparse one."""
     start = time.perf_counter()
-    failure, failure_error = None, None
+    failure = None
     try:
         try:
-            if not training_done:
+            if not hooks.training_done:
                 model.learn(
-                    total_timesteps=max(steps - model.num_timesteps, 0) if checkpoint is not None else steps,
-                    callback=CallbackList(callbacks),
+                    total_timesteps=max(plan.steps - model.num_timesteps, 0) if hooks.resumed else plan.steps,
+                    callback=CallbackList(hooks.listed),
                     progress_bar=config.progress,
                     tb_log_name="run",
-                    reset_num_timesteps=checkpoint is None,  # the budget counts from where the checkpoint stopped
+                    reset_num_timesteps=not hooks.resumed,  # the budget counts from where the checkpoint stopped
                 )
         except RewardProgramError as exc:  # the reward broke a limit: keep what was learned so far
-            failure, failure_error = str(exc), exc
-        wall = elapsed_before + time.perf_counter() - start
+            failure = exc
+        wall = hooks.elapsed_before + time.perf_counter() - start
         model.save(out / MODEL_FILE)
         if failure is not None:  # the reward can no longer be called; the success test needs none
             eval_env.close()
-            eval_env = make_task_env(task, SparseReward(), seed=config.seed + EVAL_SEED_OFFSET, flatten=flatten)
+            eval_env = make_task_env(task, SparseReward(), seed=config.seed + EVAL_SEED_OFFSET, flatten=plan.flatten)
         if on_phase is not None:  # the last evaluation can take as long as a stretch of training: say so
-            on_phase(f"final evaluation ({final_episodes} episode{'s' if final_episodes != 1 else ''})")
-        final = evaluate(eval_env, model_actor(model), final_episodes, seed=config.seed + EVAL_SEED_OFFSET)
+            on_phase(f"final evaluation ({plan.final_episodes} episode{'s' if plan.final_episodes != 1 else ''})")
+        final = evaluate(eval_env, model_actor(model), plan.final_episodes, seed=config.seed + EVAL_SEED_OFFSET)
     finally:
         train_env.close()
         eval_env.close()
-    if not evaluator.curve or evaluator.curve[-1]["steps"] != model.num_timesteps:
-        evaluator.curve.append(
-            {
-                "steps": int(model.num_timesteps),
-                "wall_seconds": round(wall, 2),
-                "success_rate": final.success_rate,
-                "mean_return": final.mean_return,
-                "std_return": final.std_return,
-                "mean_native_return": final.mean_native_return,
-                "mean_length": final.mean_length,
-                "episodes": len(final.episodes),
-            }
-        )
-    result = TrainResult(
+    return final, wall, failure
+
+
+def add_final_point(curve: list[dict[str, Any]], steps: int, final: EvalResult, wall: float) -> None:
+    """The final evaluation as the curve's last point, unless an evaluation at the same step count ended it already."""
+    if curve and curve[-1]["steps"] == steps:
+        return
+    curve.append(
+        {
+            "steps": steps,
+            "wall_seconds": round(wall, 2),
+            "success_rate": final.success_rate,
+            "mean_return": final.mean_return,
+            "std_return": final.std_return,
+            "mean_native_return": final.mean_native_return,
+            "mean_length": final.mean_length,
+            "episodes": len(final.episodes),
+        }
+    )
+
+
+def training_result(task: Task, reward_fn: RewardFunction, config: TrainConfig, plan: TrainingPlan, model: Any, final: EvalResult,
+                    wall: float, hooks: TrainingCallbacks, failure: RewardProgramError | None) -> TrainResult:
+    """What result.json records: the final evaluation, the curve and components over training, the settings as used."""
+    params, evaluator = plan.params, hooks.evaluator
+    return TrainResult(
         task=task.id,
         reward=getattr(reward_fn, "name", config.reward),
-        reward_mode=mode,
+        reward_mode=plan.mode,
         algo=params.algo,
         seed=config.seed,
-        device=device,
+        device=plan.device,
         steps=int(model.num_timesteps),
         wall_seconds=round(wall, 2),
         steps_per_second=round(model.num_timesteps / max(wall, 1e-9), 1),
@@ -283,33 +358,27 @@ def train(
         mean_return=final.mean_return,
         mean_native_return=final.mean_native_return,
         curve=evaluator.curve,
-        components=components.history,
+        components=hooks.components.history,
         final_eval=final.to_dict(),
-        model_path=str(out / MODEL_FILE),
+        model_path=str(Path(config.out_dir) / MODEL_FILE),
         hyperparams=asdict(params),
-        requested_steps=int(steps),
-        eval_freq=int(eval_freq),
-        eval_episodes=int(eval_episodes),
-        final_eval_episodes=int(final_episodes),
+        requested_steps=int(plan.steps),
+        eval_freq=int(params.eval_freq),
+        eval_episodes=int(params.eval_episodes),
+        final_eval_episodes=int(plan.final_episodes),
         peak=evaluator.peak,
         n_envs=int(params.n_envs),
         stop_at_success=config.stop_at_success,
         torch_threads=int(config.torch_threads),
         reward_isolation=str(getattr(reward_fn, "isolation", "")),
-        reward_failure=failure,
-        reward_failure_cause=failure_error.cause if failure_error is not None else None,
-        reward_failure_numbers=failure_error.numbers if failure_error is not None else "",
+        reward_failure=str(failure) if failure is not None else None,
+        reward_failure_cause=failure.cause if failure is not None else None,
+        reward_failure_numbers=failure.numbers if failure is not None else "",
         stopped_early=evaluator.stopped,
         her=params.her,
-        resumed_from=resumed_from,
-        checkpoints=resume.cost() if resume is not None else None,
+        resumed_from=hooks.resumed_from,
+        checkpoints=hooks.resume.cost() if hooks.resume is not None else None,
     )
-    write_json_atomic(out / RESULT_FILE, result.to_dict())
-    if failure_error is not None:
-        error = type(failure_error)(f"{failure} (training stopped at step {result.steps}; the partial curve is in {out / RESULT_FILE})")
-        error.numbers = failure_error.numbers
-        raise error
-    return result
 
 
 def resume_or_build(params: Hyperparams, env: Any, seed: int, device: str, tb_dir: Path,
@@ -356,8 +425,6 @@ def final_eval_episodes(config: TrainConfig, params: Hyperparams) -> int:
 def load_policy(path: str | Path) -> tuple[Any, dict[str, Any]]:
     """A saved model and the result.json beside it (a run directory or its model.zip). A policy trained with HER
     reads dict observations: build its env with `flatten=policies.her.flat_observations(meta)`."""
-    import json
-
     path = Path(path)
     model_path = path / MODEL_FILE if path.is_dir() else path
     result_path = model_path.parent / RESULT_FILE
@@ -366,7 +433,5 @@ def load_policy(path: str | Path) -> tuple[Any, dict[str, Any]]:
     meta = json.loads(result_path.read_text())
     custom_objects = None
     if meta.get("her"):  # SB3 rebuilds a HerReplayBuffer on load, which needs the training env; a policy that only acts needs neither
-        from stable_baselines3.common.buffers import DictReplayBuffer
-
         custom_objects = {"replay_buffer_class": DictReplayBuffer, "replay_buffer_kwargs": {}}
     return algorithm_class(meta["algo"]).load(model_path, device="cpu", custom_objects=custom_objects), meta

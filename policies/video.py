@@ -16,6 +16,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import imageio.v2 as imageio
+import imageio_ffmpeg
 import numpy as np
 
 from policies.evaluate import Actor, EpisodeCallback, EpisodeStats
@@ -63,72 +65,97 @@ def record_video(
     `on_episode(index, stats)` is called after each episode (for progress displays). `flatten=False` for a policy
     trained with HER, which reads the dict observation (policies.her.flat_observations of its result.json).
     """
+    _check_video_settings(episodes, render_every, max_fps)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.stem}.partial{path.suffix}")  # ffmpeg picks the container by suffix
+    # Keyframe moments planned for full-length episodes: those states are rendered even off the grid.
+    planned = set(_spread(episodes * (task.max_episode_steps + 1), keyframes).tolist())
+    film = _Film(task, partial, max_fps, render_every, keyframes, planned)
+    env = make_task_env(task, reward_fn or SparseReward(), seed=seed, render_mode="rgb_array", render_size=size, flatten=flatten)
+    successes: list[bool] = []
+    try:
+        for episode in range(episodes):
+            stats = film.episode(env, act, seed + episode)
+            successes.append(stats.success)
+            if on_episode is not None:
+                on_episode(episode, stats)
+        frames = film.close()
+        partial.replace(path)
+    except BaseException:
+        film.abort()
+        partial.unlink(missing_ok=True)
+        raise
+    finally:
+        env.close()
+    saved = _save_keyframes(path, film.kept, film.position, keyframes) if keyframes else []
+    return {"path": str(path), "frames": frames, "fps": round(float(film.fps), 3), "render_every": film.every,
+            "steps": film.position - episodes, "episodes": episodes, "successes": successes, "keyframes": saved}
+
+
+def _check_video_settings(episodes: int, render_every: int | None, max_fps: float) -> None:
     if episodes < 1:
         raise ConfigError(f"a video needs at least one episode, not {episodes}")
     if render_every is not None and render_every < 1:
         raise ConfigError(f"render_every must be at least 1, not {render_every}")
     if max_fps <= 0:
         raise ConfigError(f"max_fps must be positive, not {max_fps}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f"{path.stem}.partial{path.suffix}")  # ffmpeg picks the container by suffix
-    # Keyframe moments planned for full-length episodes: those states are rendered even off the grid.
-    planned = set(_spread(episodes * (task.max_episode_steps + 1), keyframes).tolist())
-    kept: list[tuple[int, np.ndarray]] = []  # (position in the rollout, frame), only when keyframes are asked for
 
-    env = make_task_env(task, reward_fn or SparseReward(), seed=seed, render_mode="rgb_array", render_size=size, flatten=flatten)
-    writer: _Writer | None = None
-    every, fps = 1, Fraction(1)
-    successes: list[bool] = []
-    position = 0  # index of the current state in the whole rollout (each reset and each step is one)
-    try:
-        for episode in range(episodes):
-            obs, _ = env.reset(seed=seed + episode)
-            if writer is None:
-                every, fps = _frame_rate(env.get_wrapper_attr("view").dt, max_fps, render_every)
-            frame = _frame(env.render(), task)
-            writer = writer or _Writer(partial, frame.shape, fps)
-            writer.write(frame)
-            if keyframes:
-                kept.append((position, frame))
-            total = native = 0.0
-            sums: dict[str, float] = {}
-            info: dict[str, Any] = {}
-            length, done = 0, False
-            while not done:
-                obs, reward, terminated, truncated, info = env.step(act(obs))
-                length += 1
-                position += 1
-                total += float(reward)
-                native += info["native_reward"]
-                for key, value in info["reward_components"].items():
-                    sums[key] = sums.get(key, 0.0) + value
-                done = terminated or truncated
-                shown = done or length % every == 0
-                if shown or (keyframes and position in planned):
-                    frame = _frame(env.render(), task)
-                    if shown:
-                        writer.write(frame)
-                    if keyframes:
-                        kept.append((position, frame))
-            position += 1
-            success = bool(info.get("is_success", False))
-            successes.append(success)
-            if on_episode is not None:
-                on_episode(episode, EpisodeStats(success, length, total, native, sums))
-        assert writer is not None  # episodes >= 1
-        frames = writer.close()
-        partial.replace(path)
-    except BaseException:
-        if writer is not None:
-            writer.abort()
-        partial.unlink(missing_ok=True)
-        raise
-    finally:
-        env.close()
-    saved = _save_keyframes(path, kept, position, keyframes) if keyframes else []
-    return {"path": str(path), "frames": frames, "fps": round(float(fps), 3), "render_every": every, "steps": position - episodes,
-            "episodes": episodes, "successes": successes, "keyframes": saved}
+
+class _Film:
+    """One video's frames across its episodes: the writer (started at the first frame, once the env's step length
+    sets the frame rate), the frames kept as keyframe candidates, and `position`, the index of the current state in
+    the whole rollout (each reset and each step is one)."""
+
+    def __init__(self, task: Task, path: Path, max_fps: float, render_every: int | None, keyframes: int, planned: set[int]):
+        self.task, self.path, self.max_fps, self.render_every = task, path, max_fps, render_every
+        self.keyframes, self.planned = keyframes, planned
+        self.writer: _Writer | None = None
+        self.every, self.fps = 1, Fraction(1)
+        self.kept: list[tuple[int, np.ndarray]] = []  # (position in the rollout, frame), only when keyframes are asked for
+        self.position = 0
+
+    def episode(self, env: Any, act: Actor, seed: int) -> EpisodeStats:
+        """Play one episode, filming its first state, one state every `every` steps and its last."""
+        obs, _ = env.reset(seed=seed)
+        if self.writer is None:
+            self.every, self.fps = _frame_rate(env.get_wrapper_attr("view").dt, self.max_fps, self.render_every)
+        frame = _frame(env.render(), self.task)
+        self.writer = self.writer or _Writer(self.path, frame.shape, self.fps)
+        self.writer.write(frame)
+        if self.keyframes:
+            self.kept.append((self.position, frame))
+        total = native = 0.0
+        sums: dict[str, float] = {}
+        info: dict[str, Any] = {}
+        length, done = 0, False
+        while not done:
+            obs, reward, terminated, truncated, info = env.step(act(obs))
+            length += 1
+            self.position += 1
+            total += float(reward)
+            native += info["native_reward"]
+            for key, value in info["reward_components"].items():
+                sums[key] = sums.get(key, 0.0) + value
+            done = terminated or truncated
+            shown = done or length % self.every == 0
+            if shown or (self.keyframes and self.position in self.planned):
+                frame = _frame(env.render(), self.task)
+                if shown:
+                    self.writer.write(frame)
+                if self.keyframes:
+                    self.kept.append((self.position, frame))
+        self.position += 1
+        return EpisodeStats(bool(info.get("is_success", False)), length, total, native, sums)
+
+    def close(self) -> int:
+        """The frames written, once ffmpeg has finished the file."""
+        assert self.writer is not None  # episodes >= 1
+        return self.writer.close()
+
+    def abort(self) -> None:
+        if self.writer is not None:
+            self.writer.abort()
 
 
 def _frame_rate(dt: float, max_fps: float, render_every: int | None) -> tuple[int, Fraction]:
@@ -145,8 +172,6 @@ def _spread(count: int, n: int) -> np.ndarray:
 
 def _save_keyframes(path: Path, kept: list[tuple[int, np.ndarray]], count: int, keyframes: int) -> list[str]:
     """PNGs of the rendered states nearest to `keyframes` evenly spaced moments of the `count` states."""
-    import imageio.v2 as imageio
-
     positions = np.array([p for p, _ in kept])
     saved = []
     for i, target in enumerate(_spread(count, keyframes)):
@@ -161,8 +186,6 @@ class _Writer:
     """Frames stream to one ffmpeg process, which encodes them while the next ones render."""
 
     def __init__(self, path: Path, shape: tuple[int, ...], fps: Fraction):
-        import imageio_ffmpeg
-
         if shape[0] % 2 or shape[1] % 2:  # H.264 in yuv420p stores colour per 2x2 block
             raise ConfigError(f"frames of {shape[1]}x{shape[0]} pixels: an H.264 video needs an even width and height")
         self.path = path

@@ -5,7 +5,8 @@
 
 Why: a class that does every stage's work, or a function too long to read at once, shows here first; a deferred
 import is fine where an optional dependency or a measured start-up cost needs it, and must say so on its line (a
-comment), which this lists.
+comment), which this lists. A block of imports one after another in a function may say it once, on its first line: an
+import directly following another deferred import of the same function counts as explained when that one is.
 """
 
 from __future__ import annotations
@@ -27,14 +28,37 @@ def spans(source: str, path: str) -> tuple[list[tuple[int, str]], list[tuple[int
             classes.append((node.end_lineno - node.lineno + 1, f"{path}:{node.lineno} {node.name}"))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions.append((node.end_lineno - node.lineno + 1, f"{path}:{node.lineno} {node.name}"))
-            for inner in ast.walk(node):
-                if isinstance(inner, (ast.Import, ast.ImportFrom)):
-                    names = inner.module if isinstance(inner, ast.ImportFrom) else ", ".join(a.name for a in inner.names)
-                    if isinstance(inner, ast.ImportFrom) and inner.module == "__future__":
-                        continue
-                    line = source_lines[inner.lineno - 1]
-                    deferred.append((f"{path}:{inner.lineno}", str(names), "#" in line))
+            deferred += _deferred_imports(node, source_lines, path)
     return classes, functions, deferred
+
+
+def _deferred_imports(function: ast.FunctionDef | ast.AsyncFunctionDef, source_lines: list[str],
+                      path: str) -> list[tuple[str, str, bool]]:
+    """The imports in `function`'s own statements (a nested function's are its own), each with whether it is explained:
+    a comment on its line, or it directly follows an explained import in the same block."""
+    found = []
+    blocks = [function.body]
+    while blocks:
+        previous_explained = False
+        for statement in blocks.pop():
+            if isinstance(statement, (ast.Import, ast.ImportFrom)):
+                if isinstance(statement, ast.ImportFrom) and statement.module == "__future__":
+                    continue
+                names = statement.module if isinstance(statement, ast.ImportFrom) else ", ".join(a.name for a in statement.names)
+                explained = "#" in source_lines[statement.lineno - 1] or previous_explained
+                found.append((f"{path}:{statement.lineno}", str(names), explained))
+                previous_explained = explained
+                continue
+            previous_explained = False
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(statement, field, None)
+                if block:
+                    blocks.append(block)
+            blocks.extend(handler.body for handler in getattr(statement, "handlers", []))
+            blocks.extend(case.body for case in getattr(statement, "cases", []))
+    return sorted(found, key=lambda item: int(item[0].rpartition(":")[2]))
 
 
 def measure(packages: list[str]) -> tuple[list[tuple[int, str]], list[tuple[int, str]], list[tuple[str, str, bool]]]:

@@ -221,12 +221,14 @@ def test_the_cost_mode_is_prompted_extracted_checked_and_screened(cost_mode):
 
 
 def test_consumers_read_the_spec_not_the_name(cost_mode, tmp_path):
+    from text2reward.runs.records import PromptContext
     from text2reward.runs.report import write_report
-    from text2reward.runs.store import RunConfig, RunStore
+    from text2reward.runs.store import RunStore
+    from text2reward.settings import RunConfig
 
     assert mode_help() == ("dense (the program is the reward), potential (compute_potential shapes the sparse success reward), "
                            "progress (compute_progress, with a count bonus) or cost (compute_cost, the reward is minus it)")
-    store = RunStore.create(tmp_path, RunConfig(task_id=TASK, reward_mode="cost"))
+    store = RunStore.create(tmp_path, RunConfig(task_id=TASK, reward_mode="cost").to_record())
     assert "- reward mode: cost (compute_cost: the training reward is minus the cost)\n" in write_report(store).read_text()
     with pytest.raises(ConfigError, match="--reward-source keypoints writes a dense reward"):  # a keypoint program is no cost
         RunConfig(task_id=TASK, reward_source="keypoints", reward_mode="cost").validate()
@@ -234,7 +236,7 @@ def test_consumers_read_the_spec_not_the_name(cost_mode, tmp_path):
                                           r"compute_cost\(self, action\), or drop --reward-mode$"):
         require_program("cost", "expert")
     with pytest.raises(ConfigError, match="the heuristic backend cannot write --reward-mode cost programs"):
-        HeuristicBackend(seed=0).generate(GenerationRequest(messages=[], n=1, task_id=TASK, round=0, context={"reward_mode": "cost"}))
+        HeuristicBackend(seed=0).generate(GenerationRequest(messages=[], n=1, task_id=TASK, round=0, context=PromptContext(reward_mode="cost")))
     from policies.her import her_refusal
 
     assert "cannot relabel a reward program" in her_refusal(get_task("fetch/reach"), "sbx-sac", False, "cost")  # no shaping

@@ -20,7 +20,11 @@ from typing import Any
 import gymnasium as gym
 
 from policies.reward_modes import DEFAULT_GAMMA, REWARD_MODES
+from policies.reward_program import reward_from_spec
+from policies.task_env import make_task_env
+from sim_envs import get_task, list_tasks
 from sim_envs.errors import ConfigError
+from text2reward.sandbox import reward_from_file
 
 NAMESPACE = "text2reward"
 
@@ -52,11 +56,6 @@ def make(task_id: str, reward: str = "expert", trusted_reward: bool = False, see
     `reward_mode` "potential" / "progress", compute_potential / compute_progress, shaped with the agent's `gamma`).
     `flatten=False` keeps a multi-goal task's dict observation, and `env.compute_reward` relabels the built-in rewards,
     so SB3's HerReplayBuffer can train on it (policies.her says why a reward file cannot be relabelled)."""
-    from policies.reward_program import reward_from_spec
-    from policies.task_env import make_task_env
-    from sim_envs import get_task
-    from text2reward.sandbox import reward_from_file
-
     task = get_task(task_id)
     if reward in ("expert", "sparse"):
         if reward == "expert" and not task.has_expert_reward:
@@ -73,8 +72,6 @@ def make(task_id: str, reward: str = "expert", trusted_reward: bool = False, see
 
 def register_tasks() -> list[str]:
     """Register every task known now (built-in and loaded user tasks); returns the Gymnasium ids."""
-    from sim_envs import list_tasks
-
     ids = []
     for task in list_tasks():
         env_id = gym_id(task.id)

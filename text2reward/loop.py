@@ -25,6 +25,7 @@ from text2reward.generation.llm.errors import RepliesExhausted
 from text2reward.generation.llm.file_backend import render_prompt
 from text2reward.generation.round_prompt import KeypointSection, RoundPrompts
 from text2reward.keypoints.stage import KEYPOINT_AUTHOR, KeypointStage
+from text2reward.preflight import budget_warning
 from text2reward.runs import layout
 from text2reward.runs.lock import RunLock
 from text2reward.runs.ranking import best_candidate, tie_summary
@@ -325,8 +326,6 @@ class Loop:
 def start_run(config: RunConfig, runs_dir: Path, emit: Emit | None = None, backend: Backend | None = None,
               display: JobDisplay | None = None) -> RunStore:
     """Check everything that can be checked, then create the run folder and run it."""
-    from text2reward.preflight import budget_warning
-
     config = check_run_config(config, backend_given=backend is not None)
     active_isolation()  # fail closed before any model is asked or any code runs: no jail here, no run
     warning = budget_warning(get_task(config.task_id), config.steps)

@@ -9,8 +9,12 @@ run that ends "finished" with nothing trained.
 
 from __future__ import annotations
 
+from policies.algorithms import configure_jax
 from policies.config import TrainConfig
+from policies.her import BUILT_IN_REWARDS, check_learning_starts, resolve_her
 from policies.hyperparam_values import check_override_values
+from policies.hyperparams import load_hyperparams
+from policies.reward_modes import require_program
 from sim_envs import get_task
 from sim_envs.task import Task
 from text2reward.errors import ConfigError
@@ -19,11 +23,7 @@ from text2reward.errors import ConfigError
 def check_train_config(config: TrainConfig, device_here: bool = True) -> Task:
     """The task, the numbers, the device and every `--hp` key of one training job. `device_here=False`: the job
     trains on other machines (a Ray cluster), which have the GPUs it asks for, not this one."""
-    from policies.algorithms import configure_jax
-    from policies.her import BUILT_IN_REWARDS, check_learning_starts, resolve_her
-    from policies.hyperparams import load_hyperparams
-    from policies.reward_modes import require_program
-    from policies.train import resolve_device
+    from policies.train import resolve_device  # SB3 and torch (~1.8 s): this module loads with every `t2r` command
 
     task = get_task(config.task_id)
     for name, flag in (("steps", "--steps"), ("eval_freq", "--eval-freq"), ("eval_episodes", "--eval-episodes"),

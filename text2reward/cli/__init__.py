@@ -8,6 +8,8 @@
 - keypoint_commands: keypoints
 """
 
+import warnings  # noqa: I001
+
 # imported for their commands, in the order `t2r --help` lists them
 from text2reward.cli import policy_commands  # noqa: F401, I001
 from text2reward.cli import loop_commands  # noqa: F401
@@ -25,8 +27,6 @@ THIRD_PARTY_NOISE = (
 
 
 def main() -> None:
-    import warnings
-
     for message in THIRD_PARTY_NOISE:
         warnings.filterwarnings("ignore", message=message)
     app()

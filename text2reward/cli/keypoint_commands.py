@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sim_envs import get_task
 from text2reward.cli.shared import TaskFileOption, app, console, friendly, load_extra_tasks
 from text2reward.errors import ConfigError
 from text2reward.generation.llm import Backend, BackendSettings, backend_spec, image_backends
@@ -34,8 +35,7 @@ def keypoints(
     task_file: TaskFileOption = None,
 ) -> None:
     """Ask a vision model where to grasp and where to go, and write the keypoint reward."""
-    from sim_envs import get_task
-    from text2reward.keypoints.answer import parse_anchor_options
+    from text2reward.keypoints.answer import parse_anchor_options  # with MuJoCo rendering and the templates (~140 ms): this command only
     from text2reward.keypoints.find import find_keypoints
 
     load_extra_tasks(task_file)

@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
+from rich.markup import escape
 
+from sim_envs import get_task
 from text2reward.cli.options import with_settings
 from text2reward.cli.shared import (
     DEFAULT_RUNS_DIR,
@@ -29,6 +31,8 @@ from text2reward.errors import ConfigError
 from text2reward.runs import layout
 from text2reward.runs.statuses import RunStatus
 from text2reward.runs.store import RunStore
+from text2reward.sandbox.isolation import MECHANISMS, Isolation, active_isolation, guarantees
+from text2reward.sandbox.isolation import check as check_mechanism
 from text2reward.settings import RunConfig
 
 if TYPE_CHECKING:
@@ -46,8 +50,10 @@ def prompt(
     task_file: TaskFileOption = None,
 ) -> None:
     """Print the exact messages that would be sent to the model (or, with --run, the prompt a run waits on)."""
-    from sim_envs import get_task
-    from text2reward.generation.prompting import build_initial_messages, format_messages_for_display
+    from text2reward.generation.prompting import (  # Jinja2 and the templates (~30 ms): only this command renders a prompt
+        build_initial_messages,
+        format_messages_for_display,
+    )
 
     if run_id is not None:
         typer.echo(pending_prompt(runs_dir, run_id), nl=False)
@@ -91,8 +97,6 @@ def validate(
 
 def print_validation(report: Any) -> None:
     """The verdict, then every check on one line (what it found, µs per call), then the errors in full."""
-    from rich.markup import escape
-
     verdict = "[green]ok[/green]: it may train" if report.ok else "[red]rejected[/red]"
     where = f" ({report.n_states} states, {report.seconds:.1f} s; {report.isolation})" if report.isolation else ""
     console.print(verdict + escape(where), highlight=False, soft_wrap=True)
@@ -182,9 +186,7 @@ def print_outputs(result: SearchResult) -> None:
 @friendly
 def doctor(as_json: Annotated[bool, typer.Option("--json", help="print the findings as JSON")] = False) -> None:
     """Which sandbox isolation is active here and what each mechanism's self-test found."""
-    from text2reward.sandbox.isolation import MECHANISMS, Isolation, active_isolation, check, guarantees
-
-    outcomes = {mechanism: check(mechanism) for mechanism in MECHANISMS}
+    outcomes = {mechanism: check_mechanism(mechanism) for mechanism in MECHANISMS}
     try:
         active: Any = active_isolation()
     except ConfigError as exc:

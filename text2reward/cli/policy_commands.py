@@ -8,6 +8,13 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from policies.config import TrainConfig
+from policies.evaluate import evaluate as run_eval
+from policies.evaluate import model_actor
+from policies.her import flat_observations
+from policies.reward_program import SparseReward
+from policies.task_env import make_task_env
+from sim_envs import get_task, list_tasks, render_view_doc
 from text2reward.cli.shared import (
     Column,
     RewardModeOption,
@@ -21,6 +28,7 @@ from text2reward.cli.shared import (
     parse_overrides,
 )
 from text2reward.errors import ConfigError
+from text2reward.preflight import budget_warning, check_train_config
 
 
 @app.command(epilog="Example: t2r tasks --family fetch   |   t2r tasks --show metaworld/drawer-open-v3")
@@ -32,8 +40,6 @@ def tasks(
     task_file: TaskFileOption = None,
 ) -> None:
     """List the registered tasks."""
-    from sim_envs import get_task, list_tasks, render_view_doc
-
     load_extra_tasks(task_file)
     if show:
         task = get_task(show)
@@ -84,9 +90,9 @@ def train(
     """Train a policy with a reward and evaluate it with the task's own success test.
 
     A --reward FILE.py runs in the sandbox's jail, like model-written code, unless --trusted-reward."""
-    from policies.train import RESULT_FILE, TrainConfig
+    from policies.train import RESULT_FILE  # SB3 and torch (~1.8 s): only the commands that train or load a policy pay them
     from policies.train import train as run_training
-    from text2reward.preflight import check_train_config
+    from text2reward.api import reward_for_training  # the front door imports the loop: only this command needs it
 
     load_extra_tasks(task_file)
     config = TrainConfig(
@@ -94,14 +100,10 @@ def train(
         eval_freq=eval_freq, eval_episodes=eval_episodes, stop_at_success=stop_at_success, progress=True,
         overrides=parse_overrides(hp), her=her,
     )
-    from text2reward.preflight import budget_warning
-
     task_obj = check_train_config(config)  # the task, numbers, device and --hp keys, before a sandbox or an env starts
     warning = budget_warning(task_obj, steps)
     if warning:
         err_console.print(warning, highlight=False, markup=False, soft_wrap=True)
-    from text2reward.api import reward_for_training  # the front door imports the loop: only this command needs it
-
     reward_fn = reward_for_training(reward, trusted_reward, reward_mode)
     try:
         result = run_training(config, reward_fn=reward_fn,
@@ -128,14 +130,7 @@ def evaluate(
     task_file: TaskFileOption = None,
 ) -> None:
     """Evaluate a saved policy with its task's success test."""
-    from policies.evaluate import evaluate as run_eval
-    from policies.evaluate import model_actor
-    from policies.her import flat_observations
-    from policies.reward_program import SparseReward
-    from policies.task_env import make_task_env
-    from policies.train import load_policy
-    from sim_envs import get_task
-    from text2reward.cli.shared import err_console
+    from policies.train import load_policy  # SB3 and torch (~1.8 s): only the commands that train or load a policy pay them
 
     load_extra_tasks(task_file)
     policy, meta = load_policy(model)
@@ -168,11 +163,8 @@ def video(
     task_file: TaskFileOption = None,
 ) -> None:
     """Record a rollout video of a saved policy (offscreen rendering), played at real time."""
-    from policies.evaluate import model_actor
-    from policies.her import flat_observations
-    from policies.train import load_policy
+    from policies.train import load_policy  # SB3 and torch (~1.8 s), imageio and ffmpeg: only the command that films pays them
     from policies.video import record_video
-    from sim_envs import get_task
 
     load_extra_tasks(task_file)
     policy, meta = load_policy(model)
@@ -197,7 +189,14 @@ class _EpisodeProgress:
 
     def __enter__(self) -> _EpisodeProgress:
         if self.out.is_terminal:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import (  # rich's live display (~5 ms): only a terminal shows the bar
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                SpinnerColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
 
             self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                       TimeElapsedColumn(), console=self.out, transient=True)

@@ -18,7 +18,9 @@ from text2reward.cli.shared import (
     fitted_table,
     friendly,
 )
+from text2reward.dashboard import serve
 from text2reward.errors import ConfigError
+from text2reward.preflight import check_port
 from text2reward.runs.human_feedback import submit_feedback
 from text2reward.runs.lock import held_by_a_live_process
 from text2reward.runs.ranking import best_candidate
@@ -55,7 +57,8 @@ def runs_list(ctx: typer.Context, runs_dir: RunsDirOption = DEFAULT_RUNS_DIR, as
         best = "-" if r["best_success"] is None else f"{r['best_success']:.2f}"
         lines.append([r["run_id"], r["task_id"], r["status"].replace("_", " "), best, str(r["rounds_done"]), r["author"] or r["backend"],
                       str((r["prompt_tokens"] or 0) + (r["completion_tokens"] or 0)), f"{r['wall_seconds'] or 0:.0f}"])
-    table = fitted_table(columns, lines, title=f"runs in {runs_dir}")
+    console.print(f"runs in {runs_dir}", highlight=False)  # a path, printed whole; the table fits the terminal
+    table = fitted_table(columns, lines)
     console.print(table)
     for r in rows:
         if r.get("damaged"):
@@ -143,9 +146,6 @@ def dashboard(
     port: Annotated[int, typer.Option(help="TCP port")] = 8765,
 ) -> None:
     """Serve the run dashboard: watch rollouts, compare rewards, critique or pick, refine (Ctrl-C stops it)."""
-    from text2reward.dashboard import serve
-    from text2reward.preflight import check_port
-
     check_port(port)
     serve(runs_dir, host=host, port=port)
 
@@ -161,6 +161,6 @@ def report(
     store = RunStore.open(runs_dir, run_id)
     console.print(f"wrote {write_report(store)}")
     if html:
-        from text2reward.dashboard.export import export_html
+        from text2reward.dashboard.export import export_html  # Jinja2 and Pygments (~60 ms): only --html writes a page
 
         console.print(f"wrote {export_html(store)}")

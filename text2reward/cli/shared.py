@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from policies.reward_modes import mode_help
+from sim_envs import load_task_file
 from text2reward.cli.help_format import PlainHelpGroup
 from text2reward.errors import ConfigError, Text2RewardError
 from text2reward.runs.run_events import RunEvent
@@ -53,8 +54,6 @@ def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def load_extra_tasks(task_file: Path | None) -> None:
     if task_file is not None:
-        from sim_envs import load_task_file
-
         for task in load_task_file(task_file):
             err_console.print(f"loaded task {task.id} from {task_file}")
 
@@ -127,7 +126,7 @@ def say(message: str) -> None:
 
 
 def progress_bars() -> Any:
-    from text2reward.training.progress import TrainingBars
+    from text2reward.training.progress import TrainingBars  # rich's live display (~7 ms): only the commands that train show it
 
     return TrainingBars(console)
 

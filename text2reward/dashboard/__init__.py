@@ -11,13 +11,13 @@ from typing import Any
 
 
 def create_app(runs_dir: Path, allowed_hosts: list[str] | None = None) -> Any:
-    from text2reward.dashboard.app import create_app as build
+    from text2reward.dashboard.app import create_app as build  # Starlette: the HTML export shares this package, not the server
 
     return build(runs_dir, allowed_hosts=allowed_hosts)
 
 
 def serve(runs_dir: Path, host: str = "127.0.0.1", port: int = 8765) -> None:
-    from text2reward.dashboard.app import serve as run_server
+    from text2reward.dashboard.app import serve as run_server  # Starlette and uvicorn: `t2r dashboard` only
 
     run_server(runs_dir, host=host, port=port)
 

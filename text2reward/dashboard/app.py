@@ -10,10 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import mimetypes
+import os
+import socket
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote
 
+import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -26,6 +29,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from text2reward.dashboard import code as codeview
+from text2reward.dashboard.export import export_html
 from text2reward.dashboard.files import inside, run_root
 from text2reward.dashboard.guard import LOOPBACK_HOSTS, Guard
 from text2reward.dashboard.launch import RECORD_FILE, Launcher
@@ -177,8 +181,6 @@ class Dashboard:
         return FileResponse(path, media_type=media_type, content_disposition_type="inline")
 
     def export(self, request: Request) -> Response:
-        from text2reward.dashboard.export import export_html
-
         store = self.store(request.path_params["run_id"])
         path = export_html(store)
         return RedirectResponse(f"/runs/{quote(store.run_id)}/files/{quote(store.relative(path))}", status_code=303)
@@ -299,11 +301,6 @@ def create_app(runs_dir: Path, allowed_hosts: list[str] | None = None) -> Starle
 
 def serve(runs_dir: Path, host: str = "127.0.0.1", port: int = 8765) -> None:
     """Run the dashboard with uvicorn; loopback only unless a host is given explicitly."""
-    import os
-    import socket
-
-    import uvicorn
-
     try:  # say what to do about a busy port in one line, before uvicorn logs a traceback
         with socket.create_server((host, port)):
             pass

@@ -117,7 +117,12 @@ def reflection_tips(train_result: Any) -> list[str]:
     during, final_episodes = evaluation_episodes(data)
     ever_succeeded = any(float(w.get("step_success", 0.0)) > 0 for w in data.get("components", [])) or any(
         float(p.get("success_rate", 0.0)) > 0 for p in curve)
-    tips: list[str] = []
+    return _constant_tips(stats, ever_succeeded) + _dominance_tips(stats) + _success_tips(data, curve, during, final_episodes)
+
+
+def _constant_tips(stats: dict[str, dict[str, float]], ever_succeeded: bool) -> list[str]:
+    """A component that never changed cannot guide learning (one that never fired is never called useless)."""
+    tips = []
     for name, s in stats.items():
         if not _is_constant(s):
             continue
@@ -134,8 +139,14 @@ def reflection_tips(train_result: Any) -> list[str]:
                 f"'{name}' was {_fmt(s['mean'])} at every training step (it never changed): a constant component "
                 "cannot guide learning; make it depend on the state, rescale it, or remove it."
             )
-    varying = {name: abs(s["mean"]) for name, s in stats.items() if not _is_constant(s)}  # constants: flagged above
+    return tips
+
+
+def _dominance_tips(stats: dict[str, dict[str, float]]) -> list[str]:
+    """A varying component above `DOMINANCE` of the varying components' summed magnitude drowns the others."""
+    varying = {name: abs(s["mean"]) for name, s in stats.items() if not _is_constant(s)}  # constants: _constant_tips
     magnitude = sum(varying.values())
+    tips = []
     if len(varying) >= 2 and magnitude > 0:
         for name, size in varying.items():
             if size / magnitude > DOMINANCE:
@@ -144,8 +155,17 @@ def reflection_tips(train_result: Any) -> list[str]:
                     f"'{name}' makes up {size / magnitude:.0%} of the summed magnitude of the components: it drowns "
                     f"{others}; scale it down or scale the others up so each stage matters."
                 )
+    return tips
+
+
+def _success_tips(data: dict[str, Any], curve: list[dict[str, Any]], during: int, final_episodes: int) -> list[str]:
+    """No success at any evaluation (and returns that rose anyway: the reward is being hacked), or a success that
+    peaked and fell by more than the evaluations' noise."""
+    if not curve:
+        return []
     successes = [float(p.get("success_rate", 0.0)) for p in curve]
-    if curve and max(successes) == 0.0:
+    tips = []
+    if max(successes) == 0.0:
         tips.append(
             "The success rate was 0 at every evaluation: the policy never completed the task, so the final "
             "stage was never reached; reward progress towards it more clearly (intermediate stages, a larger "
@@ -160,17 +180,17 @@ def reflection_tips(train_result: Any) -> list[str]:
                 "doing the task (the reward is being hacked); find the component that grows and make sure it cannot "
                 "be earned without real progress."
             )
-    elif curve:
-        peak_index = int(np.argmax(successes))
-        peak = _point_rate(curve[peak_index], during)
-        end = Rate.of(float(data.get("success_rate", successes[-1])), final_episodes) if "success_rate" in data else _point_rate(curve[-1], during)
-        if peak.rate > end.rate and not peak.ties(end):
-            tips.append(
-                f"Success peaked at {peak.text()} at step {int(curve[peak_index].get('steps', 0)):,} but ended at "
-                f"{end.text()}: beyond the evaluations' noise, the policy drifted away from the solution; make the reward "
-                "highest when the task is done (no terms that keep growing after success, no penalties that success "
-                "itself triggers)."
-            )
+        return tips
+    peak_index = int(np.argmax(successes))
+    peak = _point_rate(curve[peak_index], during)
+    end = Rate.of(float(data.get("success_rate", successes[-1])), final_episodes) if "success_rate" in data else _point_rate(curve[-1], during)
+    if peak.rate > end.rate and not peak.ties(end):
+        tips.append(
+            f"Success peaked at {peak.text()} at step {int(curve[peak_index].get('steps', 0)):,} but ended at "
+            f"{end.text()}: beyond the evaluations' noise, the policy drifted away from the solution; make the reward "
+            "highest when the task is done (no terms that keep growing after success, no penalties that success "
+            "itself triggers)."
+        )
     return tips
 
 

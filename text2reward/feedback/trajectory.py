@@ -282,47 +282,60 @@ def describe_behaviour(task: Task, episodes: Sequence[Any], successes: Sequence[
     early = _count(facts, "ended_early")
     if early:
         parts.append(f"The environment ended {early} of them early, after {_mean(facts, 'steps'):.0f} steps on average.")
-    if "forward_distance" in facts[0]:
-        forward, speed = _mean(facts, "forward_distance"), _mean(facts, "mean_forward_speed")
-        sentence = f"It travelled {forward:.2f} m forward on average ({speed:.2f} m/s)"
-        side = _mean(facts, "sideways_distance")
-        if side is not None and abs(side) > 0.05:
-            sentence += f" and {side:.2f} m sideways"
-        parts.append(sentence + ".")
-        low, high = min(f["height_min"] for f in facts), max(f["height_max"] for f in facts)
-        parts.append(f"Its torso stayed between {low:.2f} and {high:.2f} m high.")
-        turns = _mean(facts, "pitch_turns")
-        if turns is not None and abs(turns) >= 0.1:
-            direction = "forward" if turns > 0 else "backward"
-            parts.append(f"The torso rotated {abs(turns):.2f} turns {direction} on average.")
-        fell = _count(facts, "fell")
-        parts.append(f"It fell or tipped over in {fell} of {n}." if fell else "It never fell or tipped over.")
-        if "foot_front_left_max_height" in facts[0]:
-            highest = max(ANT_LEGS, key=lambda leg: _mean(facts, f"foot_{leg}_max_height") or 0.0)
-            parts.append(
-                f"The highest foot was the {highest.replace('_', '-')} one, up to "
-                f"{_mean(facts, f'foot_{highest}_max_height'):.2f} m on average."
-            )
-    else:
-        if "gripper_object_min" in facts[0]:
-            parts.append(
-                f"The gripper came within {_cm(_mean(facts, 'gripper_object_min'))} of the object on average "
-                f"and ended {_cm(_mean(facts, 'gripper_object_final'))} from it."
-            )
-            moved, lifted = _count(facts, "object_moved"), _count(facts, "object_lifted")
-            grasped, fell = _count(facts, "object_grasped"), _count(facts, "object_fell")
-            parts.append(
-                f"The object moved in {moved} of {n} (by up to {_cm(max(f['object_max_displacement'] for f in facts))}), "
-                f"was grasped in {grasped}, lifted in {lifted} and fell in {fell}."
-            )
-            if "object_goal_start" in facts[0]:
-                parts.append(
-                    f"It started {_cm(_mean(facts, 'object_goal_start'))} from the goal and ended "
-                    f"{_cm(_mean(facts, 'object_goal_final'))} from it on average."
-                )
-        if "gripper_goal_start" in facts[0]:
-            parts.append(
-                f"The gripper started {_cm(_mean(facts, 'gripper_goal_start'))} from the goal, came within "
-                f"{_cm(_mean(facts, 'gripper_goal_min'))} and ended {_cm(_mean(facts, 'gripper_goal_final'))} away."
-            )
+    parts += _locomotion_sentences(facts) if "forward_distance" in facts[0] else _manipulation_sentences(facts)
     return " ".join(parts)
+
+
+def _locomotion_sentences(facts: list[dict[str, Any]]) -> list[str]:
+    """How far and fast it went, its torso's height and rotation, falls, and (an ant) its highest foot."""
+    n = len(facts)
+    parts = []
+    forward, speed = _mean(facts, "forward_distance"), _mean(facts, "mean_forward_speed")
+    sentence = f"It travelled {forward:.2f} m forward on average ({speed:.2f} m/s)"
+    side = _mean(facts, "sideways_distance")
+    if side is not None and abs(side) > 0.05:
+        sentence += f" and {side:.2f} m sideways"
+    parts.append(sentence + ".")
+    low, high = min(f["height_min"] for f in facts), max(f["height_max"] for f in facts)
+    parts.append(f"Its torso stayed between {low:.2f} and {high:.2f} m high.")
+    turns = _mean(facts, "pitch_turns")
+    if turns is not None and abs(turns) >= 0.1:
+        direction = "forward" if turns > 0 else "backward"
+        parts.append(f"The torso rotated {abs(turns):.2f} turns {direction} on average.")
+    fell = _count(facts, "fell")
+    parts.append(f"It fell or tipped over in {fell} of {n}." if fell else "It never fell or tipped over.")
+    if "foot_front_left_max_height" in facts[0]:
+        highest = max(ANT_LEGS, key=lambda leg: _mean(facts, f"foot_{leg}_max_height") or 0.0)
+        parts.append(
+            f"The highest foot was the {highest.replace('_', '-')} one, up to "
+            f"{_mean(facts, f'foot_{highest}_max_height'):.2f} m on average."
+        )
+    return parts
+
+
+def _manipulation_sentences(facts: list[dict[str, Any]]) -> list[str]:
+    """How near the gripper came to the object, what happened to the object, and how near each came to the goal."""
+    n = len(facts)
+    parts = []
+    if "gripper_object_min" in facts[0]:
+        parts.append(
+            f"The gripper came within {_cm(_mean(facts, 'gripper_object_min'))} of the object on average "
+            f"and ended {_cm(_mean(facts, 'gripper_object_final'))} from it."
+        )
+        moved, lifted = _count(facts, "object_moved"), _count(facts, "object_lifted")
+        grasped, fell = _count(facts, "object_grasped"), _count(facts, "object_fell")
+        parts.append(
+            f"The object moved in {moved} of {n} (by up to {_cm(max(f['object_max_displacement'] for f in facts))}), "
+            f"was grasped in {grasped}, lifted in {lifted} and fell in {fell}."
+        )
+        if "object_goal_start" in facts[0]:
+            parts.append(
+                f"It started {_cm(_mean(facts, 'object_goal_start'))} from the goal and ended "
+                f"{_cm(_mean(facts, 'object_goal_final'))} from it on average."
+            )
+    if "gripper_goal_start" in facts[0]:
+        parts.append(
+            f"The gripper started {_cm(_mean(facts, 'gripper_goal_start'))} from the goal, came within "
+            f"{_cm(_mean(facts, 'gripper_goal_min'))} and ended {_cm(_mean(facts, 'gripper_goal_final'))} away."
+        )
+    return parts

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from prompts import EXAMPLES_DIR, example_task_id
 from sim_envs.errors import ConfigError, UnknownTaskError
+from sim_envs.registry import get_task
 from sim_envs.task import Task
 from sim_envs.view_base import view_field_paths
 
@@ -96,8 +97,6 @@ def _read_example(path: Path) -> Example:
 
 
 def _registered_description(task_id: str) -> str:
-    from sim_envs.registry import get_task
-
     try:
         return get_task(task_id).description
     except UnknownTaskError:
@@ -165,8 +164,6 @@ def _field_paths(view_class: type) -> frozenset[str]:
 
 
 def _example_task(example: Example) -> Task | None:
-    from sim_envs.registry import get_task
-
     try:
         return get_task(example.task_id)
     except UnknownTaskError:

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from text2reward.errors import Text2RewardError
+from text2reward.errors import ConfigError, Text2RewardError
 
 MAX_WAYPOINTS = 4
 MAX_HEIGHT = 1.0
@@ -135,8 +135,6 @@ def _point(name: str, raw: Any, width: int, height: int, anchors: tuple[str, ...
 def with_anchors(answer: KeypointAnswer, overrides: Mapping[str, str | None], anchors: tuple[str, ...]) -> KeypointAnswer:
     """The answer with a person's anchors (`--anchor grasp=obj`, `--anchor waypoint_1=none`) in place of the model's;
     a ConfigError names an unknown keypoint or part."""
-    from text2reward.errors import ConfigError
-
     names = [p.name for p in answer.points]
     for name, part in overrides.items():
         if name not in names:
@@ -148,8 +146,6 @@ def with_anchors(answer: KeypointAnswer, overrides: Mapping[str, str | None], an
 
 def parse_anchor_options(options: list[str] | None) -> dict[str, str | None]:
     """`["grasp=obj", "target=none"]` -> {"grasp": "obj", "target": None}; a ConfigError for anything else."""
-    from text2reward.errors import ConfigError
-
     parsed: dict[str, str | None] = {}
     for option in options or []:
         name, equals, part = option.partition("=")

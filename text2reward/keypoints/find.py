@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import imageio.v3 as iio
 import numpy as np
 
 from policies.io import write_json_atomic, write_text_atomic
@@ -131,8 +132,6 @@ def ask_model(backend: Backend, task: Task, scene: Scene, image_path: Path, fold
 
 
 def _write_png(path: Path, rgb: np.ndarray) -> None:
-    import imageio.v3 as iio
-
     partial = path.with_name(path.stem + ".partial.png")
     iio.imwrite(partial, np.ascontiguousarray(rgb[..., :3]))
     partial.replace(path)

@@ -51,8 +51,19 @@ def keypoint_program(keypoints: KeypointSet, setup: KeypointSetup, function: str
     if not path or path[-1].name != "target":
         raise ConfigError("keypoints need a target (the last point of the path)")
     paths = {name: path_ for name, path_, _ in setup.anchors}
-    mover = "grasp" if grasp is not None else "self." + setup.effector
-    lines = [
+    lines = _module_head(keypoints, grasp)
+    lines += [_constant(point, paths) for point in keypoints.points]
+    lines += _stage_constants(keypoints, grasp)
+    lines += ["", "", PATH_LEFT, "", f"def {function}(self, action):"]
+    lines += ["    " + line for line in _reward_body(grasp, path, paths, setup.effector)]
+    source = "\n".join(line for i, line in enumerate(lines) if line or (i > 0 and lines[i - 1])) + "\n"
+    ast.parse(source)  # a definition error here is a bug, not a model's mistake
+    return source
+
+
+def _module_head(keypoints: KeypointSet, grasp: Keypoint | None) -> list[str]:
+    """The program's docstring (where its points come from, its stages) and its import."""
+    return [
         f'"""Keypoint reward for {_plain(keypoints.task_id)}: {_plain(keypoints.source)} keypoints on camera {_plain(keypoints.camera.name)} '
         f"(reset seed {keypoints.seed}), built by text2reward.keypoints.",
         "Stages: " + ("the end effector approaches the grasp point; the grasp point, which moves with what it is anchored to, "
@@ -63,34 +74,35 @@ def keypoint_program(keypoints: KeypointSet, setup: KeypointSetup, function: str
         "import numpy as np",
         "",
     ]
-    for point in keypoints.points:
-        lines.append(_constant(point, paths))
+
+
+def _stage_constants(keypoints: KeypointSet, grasp: Keypoint | None) -> list[str]:
+    """The stages' scales and weights, the move's scale set by the path left in the pictured state."""
     left_now = _first_state_path_left(keypoints, grasp)
-    lines += [
+    return [
         f"KP_REACH_SCALE = {REACH_SCALE}  # 1/m: the approach pays 1 - tanh(KP_REACH_SCALE * distance)" if grasp is not None else "",
         f"KP_MOVE_DISTANCE = {max(left_now, MIN_MOVE_DISTANCE):.3f}  # m: the path left in the pictured state; progress is "
         "1 - tanh(left / KP_MOVE_DISTANCE)",
         f"KP_MOVE_WEIGHT = {MOVE_WEIGHT}",
         f"KP_AT_TARGET = {AT_TARGET}  # m: within this of the path's end counts as arrived",
         f"KP_TARGET_BONUS = {TARGET_BONUS}",
-        "",
-        "",
-        PATH_LEFT,
-        "",
-        f"def {function}(self, action):",
     ]
+
+
+def _reward_body(grasp: Keypoint | None, path: list[Keypoint], paths: dict[str, str], effector: str) -> list[str]:
+    """The entry point's lines: approach the grasp point (when there is one), then the path's progress and the arrival."""
     body = []
     if grasp is not None:
         body.append(f"grasp = {_expression(grasp, paths)}")
     body.append("path = [" + ", ".join(_expression(p, paths) for p in path) + "]")
     if grasp is not None:
         body += [
-            f"reach_distance = float(np.linalg.norm(self.{setup.effector} - grasp))",
+            f"reach_distance = float(np.linalg.norm(self.{effector} - grasp))",
             "reach = 1.0 - np.tanh(KP_REACH_SCALE * reach_distance)",
             "left = kp_path_left(grasp, path)",
         ]
     else:
-        body.append(f"left = kp_path_left({mover}, path)")
+        body.append(f"left = kp_path_left(self.{effector}, path)")
     body += [
         "progress = 1.0 - np.tanh(left / KP_MOVE_DISTANCE)",
         "at_target = 1.0 if left < KP_AT_TARGET else 0.0",
@@ -101,10 +113,7 @@ def keypoint_program(keypoints: KeypointSet, setup: KeypointSetup, function: str
     else:
         body += ["total = KP_MOVE_WEIGHT * progress + KP_TARGET_BONUS * at_target",
                  'return total, {"path_progress": progress, "at_target": at_target}']
-    lines += ["    " + line for line in body]
-    source = "\n".join(line for i, line in enumerate(lines) if line or (i > 0 and lines[i - 1])) + "\n"
-    ast.parse(source)  # a definition error here is a bug, not a model's mistake
-    return source
+    return body
 
 
 def combine(code: str, keypoint_code: str) -> str:

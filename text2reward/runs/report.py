@@ -32,10 +32,10 @@ VISION_NOTE = "*A model's reading of the rollout's keyframes, not a measurement:
 
 def _pyplot() -> Any:
     """matplotlib's pyplot on the file-only backend (reports are written on machines with no display)."""
-    import matplotlib
+    import matplotlib  # ~0.35 s with pyplot: this module loads with every `t2r` command; only drawing a plot pays it
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after the backend is chosen
 
     return plt
 

@@ -26,6 +26,7 @@ they always refuse; only a user's own file may run there, with `t2r train --trus
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import shutil
 import sys
@@ -143,8 +144,6 @@ def readable_paths() -> tuple[str, ...]:
     packages (not the checkout around them: it holds runs, the user's files and other candidates'
     outputs) and the system libraries. Other import-path entries (the working directory, a tests
     folder) stay hidden. Outermost paths only."""
-    import importlib
-
     prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     wanted = set(prefixes) | {os.path.dirname(os.path.abspath(sys.executable)), os.path.dirname(os.path.realpath(sys.executable))}
     wanted.update(p for p in sys.path if p and os.path.isdir(p) and _is_library_path(p, prefixes))
@@ -211,7 +210,7 @@ HOW_TO_FIX = (
 @functools.cache
 def _checked(mechanism: str, pid: int) -> Isolation | str:
     """The mechanism's self-test result in this process: an Isolation, or why it failed."""
-    from text2reward.sandbox.selftest import self_test
+    from text2reward.sandbox.selftest import self_test  # ~2 ms at every `t2r` start: only a run or `t2r doctor` tests a jail
 
     reason = unavailable_reason(mechanism)
     if reason is not None:

@@ -27,8 +27,11 @@ import ctypes
 import errno
 import os
 import resource
+import struct
 import threading
 from typing import Any
+
+from text2reward.sandbox.namespaces import NamespaceError, build, enter_per_child, enter_shared
 
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
@@ -121,8 +124,6 @@ def prepare_zygote(spec: dict[str, Any]) -> dict[str, Any]:
     import_layers()
     applied: dict[str, Any] = {}
     if spec.get("own_namespaces"):
-        from text2reward.sandbox.namespaces import NamespaceError, enter_shared
-
         drop = int(spec["drop_to_uid"]) if spec.get("drop_to_uid") is not None else None
         try:
             enter_shared(spec["readable"], spec.get("symlinks", []), spec.get("files", []), drop)
@@ -140,8 +141,6 @@ def _namespaces_and_uid(spec: dict[str, Any]) -> dict[str, Any]:
     applied: dict[str, Any] = {}
     drop = int(spec["drop_to_uid"]) if spec.get("drop_to_uid") is not None else None
     if spec.get("own_namespaces"):  # no bubblewrap: the same namespaces and minimal root, built here (or refuse)
-        from text2reward.sandbox.namespaces import NamespaceError, build
-
         try:
             applied.update(build(spec["readable"], spec.get("symlinks", []), spec.get("files", []), drop))
         except (NamespaceError, OSError) as exc:
@@ -162,8 +161,6 @@ def enter_child_namespaces(spec: dict[str, Any]) -> dict[str, Any]:
     uts (the pid namespace is bubblewrap's, shared with the zygote, which no child can see or signal)."""
     if not spec.get("own_namespaces"):
         return {"namespaces": _unshare_namespaces()}
-    from text2reward.sandbox.namespaces import NamespaceError, enter_per_child
-
     try:
         return enter_per_child()
     except (NamespaceError, OSError) as exc:
@@ -173,7 +170,7 @@ def enter_child_namespaces(spec: dict[str, Any]) -> dict[str, Any]:
 def import_layers() -> None:
     """Import the layers' libraries while the interpreter's files are still readable, and compile the seccomp filter
     once: a zygote's children then only load it (~20 us instead of ~2 ms for libseccomp to build and compile it)."""
-    for name in ("landlock", "pyseccomp", "text2reward.sandbox.namespaces"):
+    for name in ("landlock", "pyseccomp"):
         try:
             __import__(name)
         except ImportError:
@@ -207,7 +204,7 @@ def _unshare_namespaces() -> str:
 def _landlock(readable: list[str], required: bool) -> int | str:
     """Read-only access beneath `readable`; the ABI version applied, or why not."""
     try:
-        from landlock import FSAccess, Ruleset, landlock_abi_version
+        from landlock import FSAccess, Ruleset, landlock_abi_version  # Linux only, optional: its absence is reported below
 
         abi = landlock_abi_version()
         read = FSAccess.READ_FILE | FSAccess.READ_DIR | FSAccess.EXECUTE
@@ -230,8 +227,6 @@ def _landlock_scopes() -> str:
 
     The `landlock` package sets file rules only, so this domain is made with the system calls themselves: a ruleset
     that handles no access right, only the two scopes, stacked on the file ruleset."""
-    import struct
-
     libc = _libc()
     libc.syscall.restype = ctypes.c_long
     abi = libc.syscall(ctypes.c_long(SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
@@ -269,7 +264,7 @@ def seccomp_program() -> bytes:
     if _PROGRAM is not None:
         return _PROGRAM
     try:
-        import pyseccomp as seccomp
+        import pyseccomp as seccomp  # Linux only, optional: its absence is reported below
 
         denied = seccomp.ERRNO(errno.EPERM)
         syscall_filter = seccomp.SyscallFilter(seccomp.ALLOW)

@@ -28,6 +28,7 @@ The lock-down, in order, in the process that will run the untrusted code:
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import pickle
@@ -36,7 +37,7 @@ import signal
 import sys
 
 from text2reward.sandbox.channel import ChannelClosed, FrameReader, frame, read_frame, write_all
-from text2reward.sandbox.untrusted import MAX_COMPONENTS, MAX_NAME_CHARS
+from text2reward.sandbox.untrusted import MAX_COMPONENTS, MAX_NAME_CHARS, is_clean_name
 
 FILENAME = "<reward>"
 MAX_TRACE_FRAMES = 12
@@ -68,7 +69,7 @@ def _serve(config: dict) -> int:
 def _serve_calls(reader: FrameReader, proto_out: int, hello: dict, modules: dict, config: dict) -> int:
     """Load the code (locking down first), say ready, then answer one reward call per request frame until EOF:
     the protocol of training and validation alike (the parent drives both, call by call)."""
-    from text2reward.sandbox.wire import PICKLE, ReplyEncoder, ViewDecoder
+    from text2reward.sandbox.wire import PICKLE, ReplyEncoder, ViewDecoder  # the serving modes' own, loaded after the limits
 
     views, replies = ViewDecoder(hello["modules"]), ReplyEncoder(check=_check_components)
     program = _load(hello, modules, config)
@@ -103,7 +104,7 @@ def _self_test(config: dict) -> int:
     _apply_limits(config)
     proto_in, proto_out = _claim_stdio()
     _import_trusted("", [], {})
-    from text2reward.sandbox.selftest import probe
+    from text2reward.sandbox.selftest import probe  # the selftest mode's own, loaded after the limits
 
     layers = _lock_down(config)
     _send(proto_out, {"layers": layers, "findings": probe(config["targets"])}, newline=True)
@@ -117,7 +118,7 @@ def _zygote(config: dict) -> int:
     zygote never relays a byte of the child's, so nothing the child writes can pass for the zygote's word. What
     every child shares is set up here once (`jail.prepare_zygote`); each child adds its own namespaces while it
     waits as the spare (nursery.py), and its own Landlock domain and seccomp filter once its code arrives."""
-    import socket
+    import socket  # the zygote's own modules, loaded after the limits (worker start imports only what the mode needs)
 
     from text2reward.sandbox.jail import JailError, enter_child_namespaces, prepare_zygote
     from text2reward.sandbox.nursery import Nursery
@@ -162,7 +163,7 @@ def _zygote(config: dict) -> int:
 
 def _tie_to_parent() -> None:
     """Die with the zygote (a SIGKILL when it ends), and leave at once if it ended before the tie was made."""
-    import ctypes
+    import ctypes  # a zygote's spares only (loaded there already, by the jail)
 
     parent = os.getppid()
     ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
@@ -198,7 +199,7 @@ def _claim_stdio() -> tuple[int, int]:
 def _import_trusted(code: str, view_modules: list[str], sources: dict[str, str]) -> dict:
     """Import numpy, math, the views' modules (those the jail does not show run from `sources`, sent by the parent:
     runner.view_sources), and the allowed modules the code names; return the latter."""
-    import ast
+    import ast  # the trusted imports: after the limits, before the lock-down (the module docstring's step 2)
     import importlib
     import types
     import warnings
@@ -234,7 +235,7 @@ def _load(hello: dict, modules: dict, config: dict):
 
     The caller returns (total, components) and leaves the component check to the reply encoder, which runs it
     whenever the names change: unchanged names were checked already."""
-    from policies.reward_program import normalise_output
+    from policies.reward_program import normalise_output  # numpy and sim_envs: after the limits (_import_trusted loads it)
 
     code = hello["code"]
     try:
@@ -273,9 +274,7 @@ SAFE_BUILTINS = (
 def _namespace(modules: dict) -> dict:
     """The reward module's globals, built by the same function as in-process rewards' (the pre-imported
     `np` and `math`), with safe builtins and an `__import__` for loaded allowed modules only."""
-    import builtins
-
-    from policies.reward_program import program_namespace
+    from policies.reward_program import program_namespace  # numpy and sim_envs: after the limits (_import_trusted loads them)
     from text2reward.sandbox.static import ALLOWED_TEXT
 
     roots = {name.partition(".")[0] for name in modules} - {"math"}
@@ -300,7 +299,7 @@ def _lock_down(config: dict) -> dict:
     """After the last trusted import: the OS jail, no new processes, few files, a silent stderr.
 
     Returns the layers the jail put in place (for the self-test's report)."""
-    from text2reward.sandbox.jail import lock_down_os
+    from text2reward.sandbox.jail import lock_down_os  # the OS layers' libraries: after the limits, in every mode
 
     shared = config.get("shared")
     # opened now: the jail may hide /dev/null's path (a zygote's child has fd 2 on it already: the zygote's Landlock
@@ -327,7 +326,7 @@ HARMLESS_EVENTS = frozenset(
 
 def _install_audit_hook(reward_module, pickle_roots: frozenset) -> None:
     """Deny every audited event but the harmless ones, unpickling the views, and the reward module's exec."""
-    from text2reward.sandbox.static import ALLOWED_TEXT
+    from text2reward.sandbox.static import ALLOWED_TEXT  # loaded after the limits, by _import_trusted
 
     pending = [reward_module]
 
@@ -358,8 +357,7 @@ def _send(fd: int, message: object, newline: bool = False) -> None:
 
 
 def _check_components(components: dict) -> None:
-    from sim_envs.errors import RewardProgramError
-    from text2reward.sandbox.untrusted import is_clean_name
+    from sim_envs.errors import RewardProgramError  # sim_envs loads numpy and the views: after the limits (_import_trusted)
 
     if len(components) > MAX_COMPONENTS:
         raise RewardProgramError(f"the reward returns {len(components)} components; return at most {MAX_COMPONENTS} named terms")
@@ -372,7 +370,7 @@ def _check_components(components: dict) -> None:
 
 def _kind(exc: BaseException) -> str:
     """'output' when the return value broke the contract, 'exception' when the code raised."""
-    from sim_envs.errors import RewardProgramError
+    from sim_envs.errors import RewardProgramError  # sim_envs loads numpy and the views: after the limits (_import_trusted)
 
     return "output" if type(exc) is RewardProgramError else "exception"
 

@@ -25,13 +25,17 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from policies.reward_modes import REWARD_MODES
+from policies.reward_program import ENTRY_POINT, ProgramReward, runnable_source
 from sim_envs.errors import ConfigError, RewardProgramError, RewardStoppedByMachine
 from text2reward.sandbox.calls import CallStopped, SandboxFailure
 from text2reward.sandbox.clocks import CallLimits
 from text2reward.sandbox.hints import attribute_hint
+from text2reward.sandbox.isolation import active_isolation
 from text2reward.sandbox.limits import Limits
 from text2reward.sandbox.process import ReplyDecoder, WorkerProcess
 from text2reward.sandbox.runner import view_modules, view_sources
+from text2reward.sandbox.static import check_program
 from text2reward.sandbox.untrusted import Malformed, clean_text, loads
 from text2reward.sandbox.wire import ViewEncoder
 
@@ -192,11 +196,6 @@ def reward_from_file(spec: str, trusted: bool = False, mode: str = "dense") -> A
     then the same worker and namespace (pre-imported `np` and `math`) at the first call. A trusted
     file skips the static pass (the user vouches for its imports) but runs in the same namespace. `mode` is
     the reward mode the file is written for (its function is checked; training shapes its value)."""
-    from policies.reward_modes import REWARD_MODES
-    from policies.reward_program import ENTRY_POINT, ProgramReward, runnable_source
-    from text2reward.sandbox.isolation import active_isolation
-    from text2reward.sandbox.static import check_program
-
     path = Path(spec)
     function = REWARD_MODES[mode].function if mode in REWARD_MODES else ENTRY_POINT
     if not path.is_file():

@@ -13,6 +13,7 @@ reply). Any escape, a missing reply or a malformed one fails the mechanism.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ import socket
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 PROBES = (
@@ -31,7 +33,12 @@ SELF_TEST_SECONDS = 60.0
 
 def self_test(mechanism: str) -> Any:
     """An `Isolation` when every escape failed, else a one-line reason (the first escape or error)."""
-    from text2reward.sandbox.isolation import jail_spec, launch_argv, readable_paths, worker_env
+    from text2reward.sandbox.isolation import (  # the parent's side: the jailed worker imports this module for `probe`
+        jail_spec,
+        launch_argv,
+        readable_paths,
+        worker_env,
+    )
     from text2reward.sandbox.limits import Limits
     from text2reward.sandbox.process import limit_config
 
@@ -82,7 +89,7 @@ def _sentinel_dirs() -> list[str]:
 
 
 def _verdict(mechanism: str, done: subprocess.CompletedProcess, token: str, targets: dict, listener: socket.socket) -> Any:
-    from text2reward.sandbox.isolation import Isolation
+    from text2reward.sandbox.isolation import Isolation  # the parent's side, as in self_test
     from text2reward.sandbox.untrusted import clean_text
 
     escapes = []
@@ -117,56 +124,7 @@ def _verdict(mechanism: str, done: subprocess.CompletedProcess, token: str, targ
 
 def probe(targets: dict) -> dict[str, str]:
     """Run every escape attempt (trusted code, after the OS lock-down); 'blocked: ...' or what happened."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    parent = int(targets["parent"])
-
-    def read_all(path: str) -> str:
-        with open(path) as handle:
-            return handle.read()
-
-    def sysv_shm() -> str:
-        result = libc.shmget(0, 4096, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
-        if result == -1:
-            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
-        return f"segment {result}"
-
-    def list_home(home: str, readable: list[str]) -> str:
-        # bubblewrap shows a home only as the folders leading to a bound path (e.g. ~/.pyenv)
-        on_the_way = {p[len(home):].lstrip("/").split("/")[0] for p in readable if p.startswith(home.rstrip("/") + "/")}
-        extra = sorted(set(os.listdir(home)) - on_the_way)
-        if not extra:
-            raise PermissionError(0, "only the folders leading to the jail's own paths are visible")
-        return f"listed {len(extra)} entries"
-
-    def connect() -> str:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.settimeout(2.0)
-        sock.connect(("127.0.0.1", int(targets["port"])))
-        return "connected"
-
-    def fork() -> str:
-        pid = os.fork()
-        if pid == 0:
-            os._exit(0)
-        os.waitpid(pid, 0)
-        return "forked"
-
-    attempts = {
-        "read_secret_tmp": lambda: f"read {len(read_all(targets['secrets'][0]))} bytes",
-        "read_secret_var_tmp": lambda: f"read {len(read_all(targets['secrets'][-1]))} bytes",
-        "list_home": lambda: list_home(targets["home"], targets["readable"]),
-        "read_parent_proc": lambda: f"read {len(read_all(f'/proc/{parent}/cmdline'))} bytes",
-        "write_file": lambda: open(os.path.join(targets["target"], "written"), "w").write("x"),
-        "make_fifo": lambda: os.mkfifo(os.path.join(targets["target"], "fifo")),
-        "posix_shared_memory": lambda: os.close(os.open(targets["shm_name"], os.O_CREAT | os.O_RDWR, 0o600)),
-        "connect_loopback": connect,
-        "signal_parent": lambda: os.kill(parent, 0),
-        "sysv_shared_memory": sysv_shm,
-        "fork": fork,
-        "exec": lambda: os.execv("/bin/sh", ["sh", "-c", "exit 0"]),
-    }
+    attempts = _escape_attempts(targets)
     findings: dict[str, str] = {}
     for name in PROBES:
         try:
@@ -177,3 +135,59 @@ def probe(targets: dict) -> dict[str, str]:
         except BaseException as exc:
             findings[name] = f"error: {type(exc).__name__}: {exc}"
     return findings
+
+
+def _escape_attempts(targets: dict) -> dict[str, Callable[[], object]]:
+    """Each of PROBES as a call that returns what it managed, or raises (OSError: the jail blocked it)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    parent = int(targets["parent"])
+    return {
+        "read_secret_tmp": lambda: f"read {len(_read_all(targets['secrets'][0]))} bytes",
+        "read_secret_var_tmp": lambda: f"read {len(_read_all(targets['secrets'][-1]))} bytes",
+        "list_home": lambda: _list_home(targets["home"], targets["readable"]),
+        "read_parent_proc": lambda: f"read {len(_read_all(f'/proc/{parent}/cmdline'))} bytes",
+        "write_file": lambda: open(os.path.join(targets["target"], "written"), "w").write("x"),
+        "make_fifo": lambda: os.mkfifo(os.path.join(targets["target"], "fifo")),
+        "posix_shared_memory": lambda: os.close(os.open(targets["shm_name"], os.O_CREAT | os.O_RDWR, 0o600)),
+        "connect_loopback": lambda: _connect(int(targets["port"])),
+        "signal_parent": lambda: os.kill(parent, 0),
+        "sysv_shared_memory": lambda: _sysv_shm(libc),
+        "fork": _fork,
+        "exec": lambda: os.execv("/bin/sh", ["sh", "-c", "exit 0"]),
+    }
+
+
+def _read_all(path: str) -> str:
+    with open(path) as handle:
+        return handle.read()
+
+
+def _sysv_shm(libc: ctypes.CDLL) -> str:
+    result = libc.shmget(0, 4096, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
+    if result == -1:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return f"segment {result}"
+
+
+def _list_home(home: str, readable: list[str]) -> str:
+    # bubblewrap shows a home only as the folders leading to a bound path (e.g. ~/.pyenv)
+    on_the_way = {p[len(home):].lstrip("/").split("/")[0] for p in readable if p.startswith(home.rstrip("/") + "/")}
+    extra = sorted(set(os.listdir(home)) - on_the_way)
+    if not extra:
+        raise PermissionError(0, "only the folders leading to the jail's own paths are visible")
+    return f"listed {len(extra)} entries"
+
+
+def _connect(port: int) -> str:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.settimeout(2.0)
+    sock.connect(("127.0.0.1", port))
+    return "connected"
+
+
+def _fork() -> str:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return "forked"

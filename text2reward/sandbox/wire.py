@@ -124,41 +124,8 @@ class _Packer:
 
     def __init__(self, view: Any, action: np.ndarray, schema_id: int, modules: frozenset[str]):
         self.root = type(view)
-        leaves: dict[str, list] = {"arrays": [], "scalars": [], "consts": [], "nodes": []}
-        node_specs: list[list] = []
-        counter = iter(range(MAX_SLOTS + 1))
-
-        def visit(value: Any, path: str, depth: int) -> int:
-            slot = next(counter)
-            if slot >= MAX_SLOTS or depth > MAX_DEPTH:
-                raise Unsupported
-            kind = type(value)
-            if dataclasses.is_dataclass(value) and not isinstance(value, type):
-                if kind.__module__ not in modules or "<" in kind.__qualname__:
-                    raise Unsupported
-                children = [[f.name, visit(getattr(value, f.name), f"{path}.{f.name}" if path else f.name, depth + 1)] for f in dataclasses.fields(value)]
-                node_specs.append([slot, kind.__module__, kind.__qualname__, children])
-                if path:
-                    leaves["nodes"].append((path, kind))
-            elif kind is np.ndarray:
-                if value.dtype != _FLOAT64 or not value.flags.c_contiguous or value.size > MAX_FLOATS:
-                    raise Unsupported
-                leaves["arrays"].append((path, slot, value.shape))
-            elif kind in _KIND_OF_TYPE:
-                leaves["scalars"].append((path, slot, _KIND_OF_TYPE[kind]))
-            elif value is None or kind is str or (kind is tuple and all(type(item) is str for item in value)):
-                leaves["consts"].append((path, slot, value))
-            else:
-                raise Unsupported
-            return slot
-
-        if not dataclasses.is_dataclass(view) or isinstance(view, type):
-            raise Unsupported
-        try:
-            root_slot = visit(view, "", 0)
-        except (AttributeError, RecursionError):  # an unset slot, a self-referencing view
-            raise Unsupported from None
-        arrays, scalars, consts, nodes = leaves["arrays"], leaves["scalars"], leaves["consts"], leaves["nodes"]
+        tree = _walk_view(view, modules)
+        arrays, scalars, consts, nodes = tree.arrays, tree.scalars, tree.consts, tree.nodes
         n_floats = sum(int(np.prod(shape)) for _, _, shape in arrays)
         if n_floats > MAX_FLOATS:
             raise Unsupported
@@ -179,16 +146,7 @@ class _Packer:
         self._scalars, offset = _scalar_layout([kind for _, _, kind in scalars])
         size = offset + 8 * n_floats + action.nbytes
         self._prefix = HEADER.pack(size) + VIEW + bytes([schema_id])
-        schema = {
-            "id": schema_id,
-            "root": root_slot,
-            "nodes": node_specs,
-            "scalars": [[slot, kind] for _, slot, kind in scalars],
-            "arrays": [[slot, list(shape)] for _, slot, shape in arrays],
-            "consts": [[slot, list(value) if type(value) is tuple else value] for _, slot, value in consts],
-            "action": [action.dtype.str, list(action.shape)],
-        }
-        self.schema_frame = frame(SCHEMA + json.dumps(schema).encode())
+        self.schema_frame = frame(SCHEMA + json.dumps(tree.schema(schema_id, action)).encode())
 
     def pack(self, view: Any, action: np.ndarray) -> bytes | None:
         """The V frame, or None when this view or action does not have this structure."""
@@ -211,6 +169,70 @@ class _Packer:
             return b"".join((self._prefix, self._scalars.pack(*values[self._n_arrays : self._scalar_end]), *arrays, action))  # type: ignore[arg-type]
         except (struct.error, TypeError, ValueError, BufferError):  # an int out of range, a non-contiguous array
             return None
+
+
+@dataclasses.dataclass
+class _ViewTree:
+    """A view's structure, every value in a slot of its own: the leaves by kind, (path, slot, shape | scalar kind |
+    value); the dataclasses below the root, (path, class); every dataclass's spec in build order (children first)."""
+
+    root_slot: int = 0
+    arrays: list = dataclasses.field(default_factory=list)
+    scalars: list = dataclasses.field(default_factory=list)
+    consts: list = dataclasses.field(default_factory=list)
+    nodes: list = dataclasses.field(default_factory=list)
+    node_specs: list = dataclasses.field(default_factory=list)
+
+    def schema(self, schema_id: int, action: np.ndarray) -> dict[str, Any]:
+        """The schema the worker builds this structure from (sent once, as an S frame)."""
+        return {
+            "id": schema_id,
+            "root": self.root_slot,
+            "nodes": self.node_specs,
+            "scalars": [[slot, kind] for _, slot, kind in self.scalars],
+            "arrays": [[slot, list(shape)] for _, slot, shape in self.arrays],
+            "consts": [[slot, list(value) if type(value) is tuple else value] for _, slot, value in self.consts],
+            "action": [action.dtype.str, list(action.shape)],
+        }
+
+
+def _walk_view(view: Any, modules: frozenset[str]) -> _ViewTree:
+    """`view`'s structure, depth first; Unsupported for anything the format does not carry (a class from outside the
+    view modules, another dtype, a list, too deep or too many values, an unset slot, a view that holds itself)."""
+    if not dataclasses.is_dataclass(view) or isinstance(view, type):
+        raise Unsupported
+    tree = _ViewTree()
+    counter = iter(range(MAX_SLOTS + 1))
+
+    def visit(value: Any, path: str, depth: int) -> int:
+        slot = next(counter)
+        if slot >= MAX_SLOTS or depth > MAX_DEPTH:
+            raise Unsupported
+        kind = type(value)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            if kind.__module__ not in modules or "<" in kind.__qualname__:
+                raise Unsupported
+            children = [[f.name, visit(getattr(value, f.name), f"{path}.{f.name}" if path else f.name, depth + 1)] for f in dataclasses.fields(value)]
+            tree.node_specs.append([slot, kind.__module__, kind.__qualname__, children])
+            if path:
+                tree.nodes.append((path, kind))
+        elif kind is np.ndarray:
+            if value.dtype != _FLOAT64 or not value.flags.c_contiguous or value.size > MAX_FLOATS:
+                raise Unsupported
+            tree.arrays.append((path, slot, value.shape))
+        elif kind in _KIND_OF_TYPE:
+            tree.scalars.append((path, slot, _KIND_OF_TYPE[kind]))
+        elif value is None or kind is str or (kind is tuple and all(type(item) is str for item in value)):
+            tree.consts.append((path, slot, value))
+        else:
+            raise Unsupported
+        return slot
+
+    try:
+        tree.root_slot = visit(view, "", 0)
+    except (AttributeError, RecursionError):  # an unset slot, a self-referencing view
+        raise Unsupported from None
+    return tree
 
 
 # --- worker side ---
@@ -260,24 +282,9 @@ class _Layout:
         scalars = [(claim(slot), _scalar_kind(kind)) for slot, kind in _pairs(schema.get("scalars"))]
         arrays = [(claim(slot), _shape(shape)) for slot, shape in _pairs(schema.get("arrays"))]
         consts = [(claim(slot), _const(value)) for slot, value in _pairs(schema.get("consts"))]
-        built = set(assigned)
-        nodes: list[tuple[int, type[object], bool, tuple[int, ...], tuple[tuple[str, int], ...]]] = []
-        for spec in _list(schema.get("nodes")):
-            if not (isinstance(spec, list) and len(spec) == 4):
-                raise SchemaError("a node is not [slot, module, qualname, fields]")
-            slot, module, qualname, children = spec
-            cls = _view_class(module, qualname, modules)
-            pairs = _pairs(children)
-            names = [f.name for f in dataclasses.fields(cls)]
-            if [name for name, _ in pairs] != names:
-                raise SchemaError(f"the schema's fields of {qualname} are not the class's fields {names}")
-            child_slots = [_index(child, MAX_SLOTS) for _, child in pairs]
-            if any(child not in built for child in child_slots):
-                raise SchemaError("a node uses a slot that is not built before it")
-            nodes.append((claim(slot), cls, _plain_init(cls), tuple(child_slots), tuple(zip(names, child_slots))))
-            built.add(nodes[-1][0])
+        self._nodes = _checked_nodes(schema.get("nodes"), modules, claim, built=set(assigned))
         self._root = _index(schema.get("root"), MAX_SLOTS)
-        if not nodes or nodes[-1][0] != self._root:
+        if not self._nodes or self._nodes[-1][0] != self._root:
             raise SchemaError("the root must be the last node built")
         if assigned != set(range(len(assigned))):
             raise SchemaError("the slots are not numbered 0..n-1")
@@ -285,8 +292,13 @@ class _Layout:
         if len(action) != 2 or action[0] not in ACTION_DTYPES:
             raise SchemaError("the action must be [dtype, shape] with a numeric dtype")
         self._action_dtype, self._action_shape = np.dtype(action[0]), _shape(action[1])
+        self._lay_out(scalars, arrays, consts, len(assigned))
 
-        self._template: list[Any] = [None] * len(assigned)
+    def _lay_out(self, scalars: list[tuple[int, str]], arrays: list[tuple[int, tuple[int, ...]]], consts: list[tuple[int, Any]],
+                 slots: int) -> None:
+        """Where each value sits in a V frame: the constants in a template of the slots, the packed scalars, the float64
+        arrays one after another, then the action."""
+        self._template: list[Any] = [None] * slots
         for slot, value in consts:
             self._template[slot] = value
         self._scalar_struct, offset = _scalar_layout([kind for _, kind in scalars])
@@ -304,7 +316,6 @@ class _Layout:
         self._action_offset = offset + 8 * start
         self._action_count = int(np.prod(self._action_shape))
         self._size = self._action_offset + self._action_count * self._action_dtype.itemsize
-        self._nodes = nodes
 
     def build(self, payload: bytes) -> tuple[Any, np.ndarray]:
         if len(payload) != self._size:
@@ -331,6 +342,31 @@ class _Layout:
             values[slot] = obj
         action = np.frombuffer(payload, self._action_dtype, self._action_count, self._action_offset).reshape(self._action_shape).copy()
         return values[self._root], action
+
+
+_Node = tuple[int, type[object], bool, tuple[int, ...], tuple[tuple[str, int], ...]]
+"""(slot, class, whether its own __init__ may build it, its children's slots, (field name, child slot) pairs)."""
+
+
+def _checked_nodes(specs: Any, modules: frozenset[str], claim: Callable[[Any], int], built: set[int]) -> list[_Node]:
+    """The schema's dataclass nodes, each a class from the view modules whose fields are exactly the schema's, built
+    only from slots built before it; `claim` takes each node's own slot."""
+    nodes: list[_Node] = []
+    for spec in _list(specs):
+        if not (isinstance(spec, list) and len(spec) == 4):
+            raise SchemaError("a node is not [slot, module, qualname, fields]")
+        slot, module, qualname, children = spec
+        cls = _view_class(module, qualname, modules)
+        pairs = _pairs(children)
+        names = [f.name for f in dataclasses.fields(cls)]
+        if [name for name, _ in pairs] != names:
+            raise SchemaError(f"the schema's fields of {qualname} are not the class's fields {names}")
+        child_slots = [_index(child, MAX_SLOTS) for _, child in pairs]
+        if any(child not in built for child in child_slots):
+            raise SchemaError("a node uses a slot that is not built before it")
+        nodes.append((claim(slot), cls, _plain_init(cls), tuple(child_slots), tuple(zip(names, child_slots))))
+        built.add(nodes[-1][0])
+    return nodes
 
 
 def _plain_init(cls: type) -> bool:

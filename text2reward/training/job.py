@@ -11,13 +11,22 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from policies.checkpoint import remove_checkpoint
 from policies.config import TrainConfig
+from policies.evaluate import model_actor, run_episode
+from policies.her import flat_observations
 from policies.io import write_json_atomic, write_text_atomic
+from policies.reward_modes import DEFAULT_GAMMA, runnable_source
+from policies.reward_program import reward_from_spec
+from policies.stats import Rate
+from policies.task_env import make_task_env
+from sim_envs import get_task, load_task_file
+from sim_envs.errors import RewardProgramError, Text2RewardError
 from text2reward.errors import ConfigError
 
 JOB_FILE = "job.json"
@@ -71,69 +80,19 @@ class TrainJob:
 
 def run_job(job: TrainJob) -> dict[str, Any]:
     """Train, then analyse the trained policy's behaviour; returns the done record."""
-    from policies.evaluate import model_actor
-    from policies.her import flat_observations
-    from policies.reward_program import reward_from_spec
-    from policies.train import train
-    from sim_envs import get_task, load_task_file
+    from policies.train import train  # SB3 and torch (~1.8 s): this module loads with every `t2r` command; only a worker trains
 
     if job.task_file:
         load_task_file(job.task_file)
     config = job.train
     task = get_task(config.task_id)
     out = Path(job.out_dir)
-    reward_fn = None
-    if config.reward == "code":
-        from text2reward.sandbox import SandboxedReward
-
-        if job.code_path is None:
-            raise ConfigError(f"training job {job.out_dir} trains reward 'code' but names no code_path")
-        from policies.reward_modes import runnable_source
-
-        reward_fn = SandboxedReward(runnable_source(Path(job.code_path).read_text(), config.reward_mode), name="candidate")
-    else:
-        reward_fn = reward_from_spec(config.reward) if config.reward in ("expert", "sparse") else None
-    total = config.steps or task.default_steps
-
-    latest: dict[str, Any] = {}
-
-    def publish(point: dict[str, Any]) -> None:  # read by the CLI's progress bars and the dashboard
-        latest.clear()
-        latest.update(point)
-        write_json_atomic(out / PROGRESS_FILE, {**point, "total_steps": total})
-
-    def phase(name: str) -> None:  # what the worker does after training, when no step moves for a while
-        write_json_atomic(out / PROGRESS_FILE, {**latest, "total_steps": total, "phase": name})
-
+    reward_fn = job_reward(job)
+    progress = JobProgress(out / PROGRESS_FILE, config.steps or task.default_steps)
     try:
-        result = train(config, reward_fn=reward_fn, on_eval=publish, on_phase=phase, resumable=job.resumable)
+        result = train(config, reward_fn=reward_fn, on_eval=progress.publish, on_phase=progress.phase, resumable=job.resumable)
         record: dict[str, Any] = {"result": result.to_dict(), "warnings": []}
-        if job.analysis_episodes > 0 or job.video:
-            from policies.train import load_policy
-
-            model, _ = load_policy(config.out_dir)
-        if job.analysis_episodes > 0:
-            phase(f"analysing {job.analysis_episodes} rollouts")
-            try:
-                analysis = analyse(task, model, reward_fn, config.seed, job.analysis_episodes, result.to_dict(), config.reward_mode)
-                record["warnings"].extend(analysis.pop("warnings", []))
-                record.update(analysis)
-                write_text_atomic(out / "feedback.md", record["feedback_text"])
-            except Exception as exc:  # the policy trained: a failed analysis is a warning on it, never its failure
-                record["warnings"].append(f"trajectory analysis failed: {_reason(exc)}")
-        behind = (result.stopped_early or {}).get("kind") == "behind"
-        if job.video and behind:  # a candidate stopped for losing frees its worker now: no film
-            record["warnings"].append("no rollout video: training was stopped early for trailing the round's leader")
-        if job.video and not behind:
-            from policies.video import record_video
-
-            phase("filming a rollout")
-            try:
-                record["video"] = record_video(task, model_actor(model), out / "rollout.mp4", episodes=1,
-                                               seed=config.seed + 30_000, size=256, keyframes=4,
-                                               flatten=flat_observations(result.to_dict()))
-            except Exception as exc:
-                record["warnings"].append(f"rollout video failed: {_reason(exc)}")
+        analyse_and_film(job, task, reward_fn, record, progress.phase)
     finally:
         close = getattr(reward_fn, "close", None)
         if close is not None:
@@ -143,18 +102,74 @@ def run_job(job: TrainJob) -> dict[str, Any]:
     return record
 
 
+def job_reward(job: TrainJob) -> Any:
+    """The job's reward: model code in the sandbox's jail, a built-in one, or None (training resolves `train.reward`)."""
+    config = job.train
+    if config.reward == "code":
+        from text2reward.sandbox import SandboxedReward  # the jail's client (~25 ms): only a worker training model code needs it
+
+        if job.code_path is None:
+            raise ConfigError(f"training job {job.out_dir} trains reward 'code' but names no code_path")
+        return SandboxedReward(runnable_source(Path(job.code_path).read_text(), config.reward_mode), name="candidate")
+    return reward_from_spec(config.reward) if config.reward in ("expert", "sparse") else None
+
+
+class JobProgress:
+    """The job's progress.json, read by the CLI's progress bars and the dashboard: the latest evaluation, and what the
+    worker does after training (when no step moves for a while)."""
+
+    def __init__(self, path: Path, total_steps: int):
+        self.path, self.total_steps = path, total_steps
+        self.latest: dict[str, Any] = {}
+
+    def publish(self, point: dict[str, Any]) -> None:
+        self.latest = dict(point)
+        write_json_atomic(self.path, {**point, "total_steps": self.total_steps})
+
+    def phase(self, name: str) -> None:
+        write_json_atomic(self.path, {**self.latest, "total_steps": self.total_steps, "phase": name})
+
+
+def analyse_and_film(job: TrainJob, task: Any, reward_fn: Any, record: dict[str, Any], phase: Callable[[str], None]) -> None:
+    """After training, as the job asks: describe the policy's rollouts (the next prompt's feedback) and film one, into
+    `record`. The policy trained: a failed analysis or video is a warning on it, never its failure."""
+    from policies.train import load_policy  # SB3 and torch: as run_job
+
+    if job.analysis_episodes <= 0 and not job.video:
+        return
+    config, out, result = job.train, Path(job.out_dir), record["result"]
+    model, _ = load_policy(config.out_dir)
+    if job.analysis_episodes > 0:
+        phase(f"analysing {job.analysis_episodes} rollouts")
+        try:
+            analysis = analyse(task, model, reward_fn, config.seed, job.analysis_episodes, result, config.reward_mode)
+            record["warnings"].extend(analysis.pop("warnings", []))
+            record.update(analysis)
+            write_text_atomic(out / "feedback.md", record["feedback_text"])
+        except Exception as exc:
+            record["warnings"].append(f"trajectory analysis failed: {_reason(exc)}")
+    if not job.video:
+        return
+    if (result.get("stopped_early") or {}).get("kind") == "behind":  # a candidate stopped for losing frees its worker now
+        record["warnings"].append("no rollout video: training was stopped early for trailing the round's leader")
+        return
+    from policies.video import record_video  # imageio and ffmpeg (~25 ms): only a job that films loads them
+
+    phase("filming a rollout")
+    try:
+        record["video"] = record_video(task, model_actor(model), out / "rollout.mp4", episodes=1, seed=config.seed + 30_000,
+                                       size=256, keyframes=4, flatten=flat_observations(result))
+    except Exception as exc:
+        record["warnings"].append(f"rollout video failed: {_reason(exc)}")
+
+
 def analyse(task: Any, model: Any, reward_fn: Any, seed: int, episodes: int, result: dict[str, Any],
             reward_mode: str = "dense") -> dict[str, Any]:
     """Describe what the trained policy did (the next prompt's feedback), on the env it was evaluated on: the final
     evaluation's first `episodes` episodes, replayed (same reset seeds, same deterministic policy), so the analysis
     and the evaluation speak of the same episodes. A policy whose success fell after a peak has its peak checkpoint
     played on the same episodes beside it (text2reward.feedback.compose)."""
-    from policies.evaluate import model_actor, run_episode
-    from policies.her import flat_observations
-    from policies.reward_modes import DEFAULT_GAMMA
-    from policies.stats import Rate
-    from policies.task_env import make_task_env
-    from policies.train import EVAL_SEED_OFFSET, load_policy
+    from policies.train import EVAL_SEED_OFFSET, load_policy  # SB3 and torch; the feedback (~15 ms): only a worker analyses
     from text2reward.feedback import build_feedback_text, describe_behaviour
     from text2reward.feedback.compose import AnalysedEpisodes, PeakComparison, mean_facts, peak_fell
 
@@ -194,16 +209,12 @@ def analyse(task: Any, model: Any, reward_fn: Any, seed: int, episodes: int, res
 
 
 def _reason(exc: BaseException) -> str:
-    from sim_envs.errors import Text2RewardError
-
     return str(exc) if isinstance(exc, Text2RewardError) else f"{type(exc).__name__}: {exc}"
 
 
 def failure_cause(exc: BaseException) -> str:
     """Whose doing a failed job was: "reward" (the reward's own code), "machine" (its process was stopped or killed
     from outside: worth another try), or "error" (anything else: a setting, a library, a bug)."""
-    from sim_envs.errors import RewardProgramError
-
     return exc.cause if isinstance(exc, RewardProgramError) else "error"
 
 

@@ -63,7 +63,7 @@ server it starts (GCS, raylet, agents, workers) binds there; otherwise they list
 def import_ray() -> Any:
     """Ray, or the one-line error naming the extra (ray is optional: the local pool needs nothing of it)."""
     try:
-        import ray
+        import ray  # optional (the `ray` extra), ~0.4 s to import: only the Ray executor loads it
     except ImportError as exc:
         raise ConfigError(RAY_MISSING) from exc
     return ray
@@ -118,7 +118,7 @@ def _is_loopback(address: str) -> bool:
 def _single_machine(ray: Any) -> Callable[[], None]:
     """Keep this process's Ray on 127.0.0.1 (see `_SINGLE_MACHINE_ENV`); returns what undoes it, so the same
     process can join a real cluster later. Ray reads the switch when first imported, hence the constant too."""
-    from ray._private import ray_constants
+    from ray._private import ray_constants  # optional: the Ray executor only (import_ray has checked it is there)
 
     before_env, before_constant = os.environ.get(_SINGLE_MACHINE_ENV), ray_constants.ENABLE_RAY_CLUSTER
     os.environ[_SINGLE_MACHINE_ENV] = "0"  # the processes Ray starts read it from their environment
@@ -336,7 +336,7 @@ class RayLauncher:
     def __init__(self, max_retries: int = MAX_RETRIES):
         self.ray = import_ray()
         self.max_retries = max_retries
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # optional: as import_ray
 
         here = NodeAffinitySchedulingStrategy(node_id=self.ray.get_runtime_context().get_node_id(), soft=True)
         self.board = self.ray.remote(num_cpus=0)(Board).options(scheduling_strategy=here).remote()

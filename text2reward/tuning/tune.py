@@ -24,6 +24,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from policies.hyperparams import load_hyperparams
 from policies.io import write_text_atomic
 from sim_envs import get_task, load_task_file
 from sim_envs.task import Task
@@ -82,8 +83,6 @@ def eval_episodes(config: RunConfig, task: Task) -> int:
     """Episodes per evaluation, as training will resolve them (a flag, else the family's YAML)."""
     if config.eval_episodes is not None:
         return config.eval_episodes
-    from policies.hyperparams import load_hyperparams
-
     return load_hyperparams(task.family, config.algo, config.overrides).eval_episodes
 
 
@@ -168,7 +167,7 @@ class Tuner:
         return TrainJob(train=train, code_path=str(code_path), task_file=self.config.task_file, analysis_episodes=0, video=False)
 
     def run_batch(self, size: int) -> None:
-        from optuna.trial import TrialState
+        from optuna.trial import TrialState  # Optuna (~65 ms): this module loads with every `t2r` command; only a study pays it
 
         asked = [self.study.ask() for _ in range(size)]
         jobs = [self.job(trial.number, suggest(trial, self.space)) for trial in asked]
@@ -200,7 +199,7 @@ class Tuner:
 
     # --- the winner -----------------------------------------------------------------------------------
     def write_winner(self) -> Candidate:
-        from optuna.trial import TrialState
+        from optuna.trial import TrialState  # Optuna (~65 ms): only a study pays it
 
         complete = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         if not complete:

@@ -88,24 +88,41 @@ def apply_feedback(plan: P.Plan, task: Task, context: PromptContext, kernel: lis
     arm = "self.robot.ee_position" in fields
     previous = context.previous_best_code
     if isinstance(previous, str) and previous.strip():
-        lines = previous.strip().splitlines()
-        if lines[0].strip() == "# " + header_for(task.id):
-            constants = parse_constants(previous)
-            if "W_SETTLE" in constants and arm:
-                ensure_settle(plan, has_obj_velocity)
-            if "W_CONTROL" in constants:
-                ensure_control(plan, constants["W_CONTROL"])
-            used = [name for name in constants if name in plan.params]
-            for name in used:
-                plan.params[name].value = constants[name]
-            if m := re.search(r"^# kernel: (tanh|exp)$", previous, re.M):
-                kernel[0] = m.group(1)
-            fb.rules.append(f"rule previous-best: the previous best program's {len(used)} constants and '{kernel[0]}' kernel are this round's base")
-        else:
-            fb.rules.append("rule previous-best: the previous best program was not composed by this backend for this task; the rules start from their nominal constants")
+        _start_from_previous_best(fb, plan, task, previous, kernel, arm, has_obj_velocity)
+    _apply_component_stats(fb, plan, context.component_stats or {})
+    rate = context.success_rate
+    if isinstance(rate, (int, float)) and math.isfinite(rate):
+        _apply_success_rate(fb, plan, rate)
+    critique = context.critique
+    if isinstance(critique, str) and critique.strip():
+        fb.rules.extend(apply_critique(plan, critique, arm, has_obj_velocity))
+    return fb
 
+
+def _start_from_previous_best(fb: Feedback, plan: P.Plan, task: Task, previous: str, kernel: list[str], arm: bool,
+                              has_obj_velocity: bool) -> None:
+    """Rule previous-best: a program this backend composed for this task is the base (its constants, terms and kernel)."""
+    lines = previous.strip().splitlines()
+    if lines[0].strip() != "# " + header_for(task.id):
+        fb.rules.append("rule previous-best: the previous best program was not composed by this backend for this task; the rules start from their nominal constants")
+        return
+    constants = parse_constants(previous)
+    if "W_SETTLE" in constants and arm:
+        ensure_settle(plan, has_obj_velocity)
+    if "W_CONTROL" in constants:
+        ensure_control(plan, constants["W_CONTROL"])
+    used = [name for name in constants if name in plan.params]
+    for name in used:
+        plan.params[name].value = constants[name]
+    if m := re.search(r"^# kernel: (tanh|exp)$", previous, re.M):
+        kernel[0] = m.group(1)
+    fb.rules.append(f"rule previous-best: the previous best program's {len(used)} constants and '{kernel[0]}' kernel are this round's base")
+
+
+def _apply_component_stats(fb: Feedback, plan: P.Plan, stats: dict) -> None:
+    """Rules constant (a component that never varied: widen its gate or kernel) and dominating (one component over 60%
+    of the reward's magnitude is down-weighted)."""
     terms = {t.name: t for t in plan.terms}
-    stats = context.component_stats or {}
     means: dict[str, float] = {}
     for name, s in stats.items():
         term = terms.get(name)
@@ -134,19 +151,15 @@ def apply_feedback(plan: P.Plan, task: Task, context: PromptContext, kernel: lis
             change = scale_param(plan, terms[name].weight_param, 0.6)
             fb.rules.append(f"rule dominating: component '{name}' was {share:.0%} of the reward's magnitude -> down-weighted: {change}")
 
-    rate = context.success_rate
-    if isinstance(rate, (int, float)) and math.isfinite(rate):
-        if rate < 0.3:
-            changes = [scale_param(plan, t.weight_param, 1.5) for t in plan.terms if t.role in ("final", "success")]
-            fb.rules.append(f"rule low-success: success rate {rate:.2f} < 0.30 -> final stage and success bonus up: {'; '.join(c for c in changes if c)}")
-        elif rate >= 0.8:
-            fb.sigma_factor = 0.5
-            fb.rules.append(f"rule high-success: success rate {rate:.2f} >= 0.80 -> samples stay closer to the base (half the spread)")
 
-    critique = context.critique
-    if isinstance(critique, str) and critique.strip():
-        fb.rules.extend(apply_critique(plan, critique, arm, has_obj_velocity))
-    return fb
+def _apply_success_rate(fb: Feedback, plan: P.Plan, rate: float) -> None:
+    """Rules low-success (the final stage and success bonus up) and high-success (samples closer to the base)."""
+    if rate < 0.3:
+        changes = [scale_param(plan, t.weight_param, 1.5) for t in plan.terms if t.role in ("final", "success")]
+        fb.rules.append(f"rule low-success: success rate {rate:.2f} < 0.30 -> final stage and success bonus up: {'; '.join(c for c in changes if c)}")
+    elif rate >= 0.8:
+        fb.sigma_factor = 0.5
+        fb.rules.append(f"rule high-success: success rate {rate:.2f} >= 0.80 -> samples stay closer to the base (half the spread)")
 
 
 def apply_critique(plan: P.Plan, critique: str, arm: bool, has_obj_velocity: bool) -> list[str]:

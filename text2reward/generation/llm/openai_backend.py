@@ -515,7 +515,7 @@ def image_data_url(image: Any) -> str:
     elif isinstance(image, (bytes, bytearray, memoryview)):
         data = bytes(image)
     elif hasattr(image, "shape"):
-        import imageio.v3 as iio
+        import imageio.v3 as iio  # ~20 ms: this module loads with every `t2r` command; only an array sent as an image needs it
 
         buffer = io.BytesIO()
         iio.imwrite(buffer, image, extension=".png")
