@@ -6,7 +6,7 @@ clock is mostly the machine's, not the reward's. The jail judges a call on the k
 no hostile one through. Each condition below trains the same round: K candidates, the rule-based heuristic
 backend's programs and the expert rewards rewritten as programs (prompts/examples), on MetaWorld and Fetch,
 W at a time through the real job pool, with the same limits as `t2r run`; then the time bombs of
-tests/test_sandbox_jail.py (a sleep, a busy loop, small sleeps on every call, CPU burnt between calls by a
+tests/sandbox/test_sandbox_jail.py (a sleep, a busy loop, small sleeps on every call, CPU burnt between calls by a
 timer) each train until stopped. The load runs at the same priority: other trainings (SBX SAC, as `t2r train`
 runs them) or plain CPU-bound processes.
 

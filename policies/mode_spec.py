@@ -5,7 +5,7 @@ Why one record: a mode decides what the model writes (its function and parameter
 compares rollouts by it, what the prompt, the heuristic backend and the report say about it, and whether HER
 can relabel it. Held in one place, the rest of the code reads the record's fields instead of switching on a
 mode's name, and a new mode is one module that builds a `RewardModeSpec` plus one `register_reward_mode` line
-(policies.reward_modes registers the three built-in modes; tests/test_reward_mode_spec.py adds a toy one).
+(policies.reward_modes registers the three built-in modes; tests/policies/test_reward_mode_spec.py adds a toy one).
 
 Import the registry from `policies.reward_modes`, which registers the built-in modes: this module holds only
 the type and the registry, so that a mode's own module can import it without importing the others.

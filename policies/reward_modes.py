@@ -10,7 +10,7 @@ Why modes: a raw dense reward's optimum may differ from the task's. Two shapes k
   episode terminates (Ng, Harada and Russell, 1999: potential-based shaping keeps the optimal policies of
   the sparse task). A truncated episode keeps `Phi(s')`: the agent bootstraps from that state, so the
   shaping must too. Over an episode of T steps the discounted shaped return is the sparse one plus
-  `gamma^T Phi(s_T) - Phi(s_0)`, exactly (tests/test_reward_modes.py checks it along real rollouts).
+  `gamma^T Phi(s_T) - Phi(s_0)`, exactly (tests/policies/test_reward_modes.py checks it along real rollouts).
 - `progress`: the program is `compute_progress(self) -> float in [0, 1]`, how far along the task a state
   is. The training reward is the sparse success reward, plus the progress gain written as a potential
   (`PROGRESS_WEIGHT * (gamma * p' - p)`, so the progress term keeps the optimum too), plus a count-based
@@ -141,13 +141,13 @@ class _ModeWrapper(gym.Wrapper):
 class PotentialShaping(_ModeWrapper):
     """Sparse success + gamma * Phi(s') - Phi(s), around a TaskRewardWrapper whose reward is Phi."""
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         self.value, _ = self._value_at_reset()
         info["potential"] = self.value
         return obs, info
 
-    def step(self, action: np.ndarray):
+    def step(self, action: np.ndarray) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         obs, potential, terminated, truncated, info = self.env.step(action)
         potential = float(potential)
         sparse = 1.0 if info["step_success"] else 0.0
@@ -170,7 +170,7 @@ class ProgressBonus(_ModeWrapper):
         self.visits: defaultdict[tuple[int, ...], int] = defaultdict(int)
         """Visits per cell, over every episode this env runs (the count is what makes a level 'seen')."""
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         value, _ = self._value_at_reset()
         self.value = clip_progress(value)
@@ -189,7 +189,7 @@ class ProgressBonus(_ModeWrapper):
         self.visits[cell] += 1
         return self.bonus / math.sqrt(self.visits[cell])
 
-    def step(self, action: np.ndarray):
+    def step(self, action: np.ndarray) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         obs, raw, terminated, truncated, info = self.env.step(action)
         progress = clip_progress(float(raw))
         sparse = 1.0 if info["step_success"] else 0.0

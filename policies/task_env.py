@@ -39,14 +39,14 @@ class TaskRewardWrapper(gym.Wrapper):
         self._is_success = task.is_success
         self._success_any = task.success_mode == "any"
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         self.view = self.task.view(self.env)  # no step yet, so no flag to read: task_success is the rule's verdict
         self._episode_success = False
         info["is_success"] = False
         return obs, info
 
-    def step(self, action: np.ndarray):
+    def step(self, action: np.ndarray) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         obs, native, terminated, truncated, info = self.env.step(action)
         view = self._read_view(self._unwrapped, self.view)
         self.view = view

@@ -128,7 +128,7 @@ class FrankaEnv(gym.Env):
             return 0.0
         return float(np.clip((action[3] + 1.0) / 2.0, 0.0, 1.0) * FINGER_MAX)
 
-    def step(self, action: np.ndarray):
+    def step(self, action: np.ndarray) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         action = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0)
         if action.shape != self.action_space.shape:
             raise ValueError(f"action must have shape {self.action_space.shape}, got {action.shape}")
@@ -142,7 +142,7 @@ class FrankaEnv(gym.Env):
         reward = float(self.compute_reward(obs["achieved_goal"], self.goal, info))
         return obs, reward, False, False, info
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
         qpos, qvel, mocap_pos, mocap_quat, ctrl = self._start
         data = self.data

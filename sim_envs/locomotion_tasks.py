@@ -189,7 +189,7 @@ def read_ant_view(env: Any, previous: AntView | None) -> AntView:
     )
 
 
-# --- success rules (stated in prompts from these docstrings, tested in tests/test_locomotion_success.py) ---
+# --- success rules (stated in prompts from these docstrings, tested in tests/sim_envs/test_locomotion_success.py) ---
 
 
 def moved_forward(view: Any, DISTANCE: float) -> bool:

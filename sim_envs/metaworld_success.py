@@ -1,7 +1,7 @@
 """The success rule of each MetaWorld v3 task, over `SawyerView`, from the task's own `evaluate_state`.
 
 MetaWorld's `info["success"]` stays the judge; these predicates state its rule with its numbers, and
-tests/test_metaworld_success_rules.py checks that each agrees with the flag on every step of
+tests/sim_envs/test_metaworld_success_rules.py checks that each agrees with the flag on every step of
 scripted-policy and random rollouts (a known disagreement is explained in the rule's `notes`).
 A test's docstring is the sentence the prompt shows: `{NAME}` fields are filled from its constants.
 

@@ -174,7 +174,7 @@ class MetaWorldSeeding(gym.Wrapper):
     kinematics (`mj_forward`: positions from qpos; no time passes, nothing moves) makes the first observation true.
     """
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         env = cast("SawyerXYZEnv", self.env.unwrapped)
         if seed is not None:
             env.seed(seed)
@@ -343,7 +343,7 @@ def metaworld_success(view: StateView, info: dict[str, Any]) -> bool:
     return bool(info.get("success", 0.0))
 
 
-def _scripted_policy(name: str):
+def _scripted_policy(name: str) -> Callable[[np.ndarray], np.ndarray]:
     from metaworld.policies import ENV_POLICY_MAP
 
     policy_class: Callable[[], Policy] = ENV_POLICY_MAP[f"{name}-v3"]  # MetaWorld types these as the abstract Policy
@@ -356,7 +356,7 @@ def metaworld_tasks() -> list[Task]:
 
     tasks = []
     for name, (description, notes) in METAWORLD_TASKS.items():
-        success_rule = METAWORLD_RULES[name]  # every task has one (tests/test_metaworld_success_rules.py)
+        success_rule = METAWORLD_RULES[name]  # every task has one (tests/sim_envs/test_metaworld_success_rules.py)
         tasks.append(
             Task(
                 id=f"metaworld/{name}-v3",

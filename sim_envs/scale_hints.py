@@ -6,7 +6,7 @@ Why: "gripper to object 0.05-0.21 m, object to goal 0.10-0.30 m" tells a reward 
 the state the policy's first observation shows and `TaskRewardWrapper.reset` reads (MetaWorld's reset computes
 its kinematics there: `metaworld_tasks.MetaWorldSeeding`), are measured once and shipped in `scale_hints.json`
 (regenerate with `python -m sim_envs.scale_hints`), and tests re-measure them and check them against MuJoCo
-data directly (tests/test_stated_facts.py).
+data directly (tests/sim_envs/test_stated_facts.py).
 Tasks the file does not know (user tasks) are measured on first use and kept for the process.
 """
 

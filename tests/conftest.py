@@ -5,6 +5,7 @@ import os
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import pytest  # noqa: E402
+from dashboard_support import codeless_run, pristine_runs  # noqa: E402, F401 - the dashboard's run fixtures, for every test folder
 
 
 @pytest.fixture(scope="session")

@@ -111,7 +111,7 @@ class ScreeningResult:
 # --------------------------------------------------------------------------- rollouts
 
 
-def _actor(kind: str, policy: Callable[[np.ndarray], np.ndarray], space: Any, rng: np.random.Generator, freeze_at: int, record: list[np.ndarray]):
+def _actor(kind: str, policy: Callable[[np.ndarray], np.ndarray], space: Any, rng: np.random.Generator, freeze_at: int, record: list[np.ndarray]) -> Callable[[Any], np.ndarray]:
     low, high = np.asarray(space.low, dtype=float), np.asarray(space.high, dtype=float)
     step = [0]
     bias = rng.normal(size=low.shape)

@@ -32,7 +32,7 @@ LINK_LENGTH = 0.2
 """m, shoulder to elbow and elbow to tip: the tip reaches 0.09-0.40 m from the base (elbow limit 2.7 rad)."""
 PUCK_RADIUS = 0.03
 FINGER_RADIUS = 0.015
-"""m, as planar_arm.xml has them (LINK_LENGTH too; tests/test_own_robot.py checks): the finger touches the puck when
+"""m, as planar_arm.xml has them (LINK_LENGTH too; tests/sim_envs/test_own_robot.py checks): the finger touches the puck when
 their centres are 0.045 m apart."""
 PUCK_HEIGHT = 0.02
 """m, z of the puck's centre, the finger's tip and the goal (the links pass above the puck, at z = 0.07)."""

@@ -4,7 +4,7 @@ Source: hand-written for this project (Gymnasium's Ant has no such reward, so th
 environment reward to rewrite). It pays for a low torso, for keeping it level (belly down, not on
 its back or side), for stillness once low and for feet on the floor, with a bonus on every step that
 passes the task's success test, and charges for torque (an ant that idles its motors sinks to the
-floor by itself). Checked on real Ant states by tests/test_expert_examples.py (lower, level, still
+floor by itself). Checked on real Ant states by tests/generation/test_expert_examples.py (lower, level, still
 and feet down each score higher).
 """
 

@@ -3,7 +3,7 @@
 Source: hand-written for this project (Gymnasium's Ant has no such reward, so there is no
 environment reward to rewrite). It pays for an upright torso, for the front-left foot held high and
 for that leg's hip swinging while the foot is up, with a bonus when all three meet the task's success
-test; checked on real Ant states by tests/test_expert_examples.py (a raised, swinging front-left
+test; checked on real Ant states by tests/generation/test_expert_examples.py (a raised, swinging front-left
 leg on an upright body scores higher than a lowered, still or tipped-over one).
 """
 

@@ -6,7 +6,7 @@ Fetch slide is rarely learned. This keeps that distance as its main term and add
 stages: before the puck has moved, bring the gripper to a strike point just behind the puck (on the
 side away from the goal); once it slides, pay its speed towards the goal while it is still far,
 and a bonus while it rests within the 5 cm success radius. Checked on real Fetch states by
-tests/test_expert_examples.py (a puck nearer the goal, a gripper nearer the strike point and a
+tests/generation/test_expert_examples.py (a puck nearer the goal, a gripper nearer the strike point and a
 puck stopped on the goal all score higher).
 """
 

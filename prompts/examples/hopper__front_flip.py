@@ -3,7 +3,7 @@
 Source: hand-written for this project (Gymnasium's Hopper has no flip reward, so there is no
 environment reward to rewrite). It pays for the turn done so far, for turning forward fast while
 the torso is off the floor, and a bonus once the full turn is done; checked on real Hopper states
-by tests/test_expert_examples.py (more forward rotation and height score higher, a finished flip
+by tests/generation/test_expert_examples.py (more forward rotation and height score higher, a finished flip
 highest, turning backwards lowest).
 """
 

@@ -7,7 +7,7 @@ per reset) and it reads the handle's start from simulator data that still reflec
 discarded placement, so that margin is measured to a random handle position the episode never shows.
 No state view can expose that, so this rewrite uses the handle's true start (obj.init_position); MetaWorld's
 window placement is a fixed offset from it (PLACEMENT_OFFSET). Only that per-episode reach margin differs; every other term
-is exact (see tests/test_expert_examples.py for the measured correlation).
+is exact (see tests/generation/test_expert_examples.py for the measured correlation).
 """
 
 import math

@@ -34,7 +34,7 @@ from text2reward.dashboard.files import inside, run_root
 from text2reward.dashboard.guard import LOOPBACK_HOSTS, Guard
 from text2reward.dashboard.launch import RECORD_FILE, Launcher
 from text2reward.dashboard.render import STATIC, make_templates
-from text2reward.dashboard.runview import LIVE_STATUSES, display_status, load_run, run_created, run_signature
+from text2reward.dashboard.runview import LIVE_STATUSES, RunView, display_status, load_run, run_created, run_signature
 from text2reward.errors import ConfigError
 from text2reward.runs.human_feedback import submit_feedback
 from text2reward.runs.records import RecordError
@@ -102,7 +102,7 @@ class Dashboard:
             record = {**record, "exit_code": code}
         return record, alive
 
-    def view(self, store: RunStore):
+    def view(self, store: RunStore) -> RunView:
         record, alive = self.launch_record(store)
 
         def url_for(relative: str) -> str:

@@ -176,11 +176,11 @@ class CallChannel:
         clock, own = self.clock(), own_clock()
         started = time.monotonic()
         before, own_before = clock.read() if clock else None, own.read() if own else None
-        sent = 0
+        sent, gone = 0, False
         for index in range(len(frames)):
-            while sent < len(frames) and sent - index < window:
-                self._write_call(frames[sent], time.monotonic() + limits.wall)
-                sent += 1
+            while not gone and sent < len(frames) and sent - index < window:
+                gone = not self._write_call(frames[sent], time.monotonic() + limits.wall, in_flight=sent > index)
+                sent += 0 if gone else 1
             try:
                 reply = self._reader.read(time.monotonic() + POLL_SECONDS, MAX_REPLY_BYTES)
                 watch = None
@@ -194,14 +194,20 @@ class CallChannel:
             yield reply, _own_time(before, after, own_before, own, now - started, watch)
             started, before, own_before = now, after, own_now
 
-    def _write_call(self, data: bytes, deadline: float) -> None:
+    def _write_call(self, data: bytes, deadline: float, in_flight: bool = False) -> bool:
+        """Send one call; False (instead of raising) when the process is gone while earlier calls are `in_flight`.
+        Why: what it wrote before it ended is still in the pipe and is judged first (a forged reply is named as one,
+        not as an early exit)."""
         try:
             write_all(self._in, data, deadline)
         except ChannelTimeout:
             self._kill()
             raise CallStopped("wall", None, None) from None
         except ChannelClosed as exc:
+            if in_flight:
+                return False
             raise self._closed(str(exc) if "exceeds" in str(exc) else None) from None
+        return True
 
     def _wait_judged(self, limits: CallLimits, started: float, watch: CallWatch | None) -> bytes:
         """Poll for the reply; between polls, judge the call on the process's clocks read at that moment."""

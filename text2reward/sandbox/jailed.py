@@ -35,9 +35,15 @@ import pickle
 import resource
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from text2reward.sandbox.channel import ChannelClosed, FrameReader, frame, read_frame, write_all
 from text2reward.sandbox.untrusted import MAX_COMPONENTS, MAX_NAME_CHARS, is_clean_name
+
+if TYPE_CHECKING:  # annotations only: the jailed process imports as little as it can before its limits
+    from collections.abc import Callable
+    from types import CodeType
+    from typing import Any
 
 FILENAME = "<reward>"
 MAX_TRACE_FRAMES = 12
@@ -230,7 +236,7 @@ def _import_trusted(code: str, view_modules: list[str], sources: dict[str, str])
     return {name: importlib.import_module(name) for name in sorted(wanted)}
 
 
-def _load(hello: dict, modules: dict, config: dict):
+def _load(hello: dict, modules: dict, config: dict) -> Callable[[Any, Any], tuple[float, dict]] | dict[str, str]:
     """Compile, lock down, run the module body: the reward caller, or an error reply.
 
     The caller returns (total, components) and leaves the component check to the reply encoder, which runs it
@@ -256,7 +262,7 @@ def _load(hello: dict, modules: dict, config: dict):
     except BaseException as exc:  # the module body is untrusted: every failure is feedback
         return {"error": format_error(exc, code), "kind": "load"}
 
-    def call(view, action) -> tuple[float, dict]:
+    def call(view: Any, action: Any) -> tuple[float, dict]:
         return normalise_output(entry(view, action))
 
     return call
@@ -279,7 +285,7 @@ def _namespace(modules: dict) -> dict:
 
     roots = {name.partition(".")[0] for name in modules} - {"math"}
 
-    def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
+    def guarded_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
         # numpy's C code imports its own loaded helpers (numpy._core._methods for .sum()) through
         # the calling frame's __import__, so loaded submodules of an allowed package pass too.
         known = name in modules or (fromlist and all(f"{name}.{item}" in modules for item in fromlist))
@@ -324,7 +330,7 @@ HARMLESS_EVENTS = frozenset(
 )
 
 
-def _install_audit_hook(reward_module, pickle_roots: frozenset) -> None:
+def _install_audit_hook(reward_module: CodeType, pickle_roots: frozenset) -> None:
     """Deny every audited event but the harmless ones, unpickling the views, and the reward module's exec."""
     from text2reward.sandbox.static import ALLOWED_TEXT  # loaded after the limits, by _import_trusted
 

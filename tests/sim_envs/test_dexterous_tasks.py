@@ -27,7 +27,7 @@ from text2reward.sandbox.validation import validate
 
 ADROIT = ["adroit/door", "adroit/hammer", "adroit/pen", "adroit/relocate"]
 SHADOW = ["shadow/reach", "shadow/block", "shadow/egg", "shadow/pen"]
-EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "prompts" / "examples"
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "prompts" / "examples"
 
 
 def _flat(value: Any, path: str = "view") -> dict[str, Any]:

@@ -33,7 +33,7 @@ from text2reward.sandbox.states import collect_states
 from text2reward.sandbox.validation import validate
 from text2reward.screening import screen_program, screening_trajectories
 
-EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "prompts" / "examples"
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "prompts" / "examples"
 EXAMPLES = sorted(EXAMPLES_DIR.glob("*.py"))
 EXACT_TOLERANCE = 1e-6
 MIN_EPISODE_CORRELATION = 0.95

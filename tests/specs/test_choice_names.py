@@ -17,7 +17,7 @@ from text2reward.generation.llm import backend_specs
 from text2reward.keypoints.sources import reward_source_specs
 from text2reward.training.executors import executor_specs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("text2reward", "policies")
 """sim_envs knows nothing of these choices (its "dense" is Gymnasium-Robotics' own reward type), prompts holds templates."""
 SPEC_MODULES = {

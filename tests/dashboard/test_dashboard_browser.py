@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from dashboard_support import DashboardServer, copy_runs, run_id
 from playwright.sync_api import sync_playwright
-from test_dashboard import DashboardServer, copy_runs, pristine_runs, run_id  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.slow  # end-to-end: real training
 

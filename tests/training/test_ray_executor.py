@@ -29,7 +29,7 @@ from text2reward.training.ray_pool import Board, ray_session, run_jobs_on_ray
 
 pytestmark = pytest.mark.timeout(1500)  # a local Ray cluster on a loaded machine: minutes, not the default 300 s
 TINY = {"learning_starts": 50, "batch_size": 32}
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 @pytest.fixture(scope="module")

@@ -11,14 +11,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_dashboard import DashboardServer
+from dashboard_support import DashboardServer
 
 from sim_envs.errors import ConfigError
 from text2reward.runs.records import SCHEMA_VERSION
 from text2reward.runs.store import RunStore
 from text2reward.settings import RunConfig
 
-FIXTURE = Path(__file__).parent / "fixtures" / "runs_v1"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "runs_v1"
 RUN_ID = "20261123-133612-fetch-reach-e552a4"
 
 

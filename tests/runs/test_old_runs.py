@@ -19,7 +19,7 @@ from text2reward.runs.report import write_report
 from text2reward.runs.statuses import CandidateStatus, RunStatus
 from text2reward.runs.store import RunStore, list_runs
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 FINISHED = ["runs_v1/20261123-133612-fetch-reach-e552a4", "runs_head/20261125-213341-fetch-reach-4ed575"]
 NO_RESULT = "runs_head/20261125-213719-fetch-reach-e25f23"
 

@@ -28,7 +28,7 @@ from text2reward.generation.llm.openai_backend import OpenAIBackend
 from text2reward.runs.records import PromptContext
 
 MESSAGES = [{"role": "system", "content": "Reward writer."}, {"role": "user", "content": "Open the drawer."}]
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def ask(n: int = 1, **fields) -> GenerationRequest:

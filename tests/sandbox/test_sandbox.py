@@ -22,7 +22,7 @@ from text2reward.sandbox.process import ReplyDecoder, SandboxFailure
 from text2reward.sandbox.runner import view_modules
 from text2reward.sandbox.wire import ReplyEncoder, SchemaError, ViewDecoder, ViewEncoder, reply_struct
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "prompts" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "prompts" / "examples"
 REACH_CODE = (EXAMPLES / "metaworld__reach-v3.py").read_text()
 
 ANT_CODE = '''

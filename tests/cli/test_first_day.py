@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-FIXTURE = Path(__file__).parent / "fixtures" / "runs_head" / "20261125-213341-fetch-reach-4ed575"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "runs_head" / "20261125-213341-fetch-reach-4ed575"
 DAMAGEABLE = ["state.json", "config.json", "rounds/r0/s0/candidate.json", "final/summary.json", "rounds/r1/summary.json"]
 
 

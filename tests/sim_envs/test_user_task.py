@@ -136,7 +136,7 @@ def test_the_readmes_task_file_loads_and_states_its_rule(tmp_path):
 
     from sim_envs import get_task, load_task_file
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
     snippet = re.search(r"### Your own task\n```python\n(.*?)```", readme, re.S)
     assert snippet, "the README's task-file example is gone"
     path = tmp_path / "my_task.py"

@@ -12,7 +12,7 @@ from html import unescape
 
 import numpy as np
 import pytest
-from test_dashboard import DashboardServer
+from dashboard_support import DashboardServer
 
 from text2reward.dashboard.export import export_html
 from text2reward.loop import start_run

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from sim_envs import get_task, load_task_file
+from text2reward.runs.records import PromptContext
 
-EXAMPLE = Path(__file__).parents[1] / "examples" / "own_robot"
+EXAMPLE = Path(__file__).parents[2] / "examples" / "own_robot"
 TASK_FILE = EXAMPLE / "planar_arm_task.py"
 REWARD = EXAMPLE / "push_reward.py"
 TASK_ID = "planar_arm/push_puck"
@@ -127,7 +128,7 @@ def test_the_heuristic_backend_writes_a_push_reward_the_jail_accepts(task):
     from text2reward.generation.llm.heuristic import compose
     from text2reward.sandbox import validate
 
-    program, plan = compose(task, seed=0, round_index=0, index=0, n=1, temperature=1.0, context={})
+    program, plan = compose(task, seed=0, round_index=0, index=0, n=1, temperature=1.0, context=PromptContext())
     assert plan.archetype == "push" and "self.obj.velocity" in program  # the settle term: success is judged at the last step
     report = validate(program, task)
     assert report.ok, report.errors

@@ -6,6 +6,7 @@ Real MuJoCo rendering (EGL, as conftest sets), tiny frames and Fetch's 50-step e
 
 import io
 import json
+import re
 import subprocess
 import sys
 
@@ -123,10 +124,6 @@ def t2r(*args):
     return result
 
 
-def test_video_help_names_the_frame_skip():
-    assert "--render-every" in t2r("video", "--help").stdout
-
-
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     out = tmp_path_factory.mktemp("tiny") / "model"
@@ -151,3 +148,13 @@ def test_evaluate_command_prints_progress_and_keeps_json_clean(tiny_model):
     result = t2r("evaluate", "--model", str(tiny_model), "--episodes", "2", "--json")
     assert json.loads(result.stdout)["episodes"] == 2  # stdout is the JSON alone
     assert "episode 2/2: " in result.stderr
+
+
+@pytest.mark.slow
+def test_video_render_every_renders_fewer_frames_of_the_same_episode(tiny_model, tmp_path):
+    """`t2r video --render-every N` films every Nth step (plus the first and last) of the same episode: fewer frames."""
+    every_step = t2r("video", "--model", str(tiny_model), "--episodes", "1", "--render-every", "1", "--size", str(SIZE), "--out", str(tmp_path / "a.mp4"))
+    every_fifth = t2r("video", "--model", str(tiny_model), "--episodes", "1", "--render-every", "5", "--size", str(SIZE), "--out", str(tmp_path / "b.mp4"))
+    frames = [int(re.search(r"\((\d+) frames", done.stdout)[1]) for done in (every_step, every_fifth)]  # type: ignore[index]
+    assert frames[1] < frames[0] and frames[1] >= 2, frames
+    assert (tmp_path / "a.mp4").stat().st_size > 0 and (tmp_path / "b.mp4").stat().st_size > 0

@@ -280,7 +280,7 @@ def test_cpu_used_between_calls_is_read_from_the_kernel_at_every_call_boundary()
 
     from text2reward.sandbox.calls import CallChannel, SandboxFailure
 
-    source = IDLE_SPINNER.replace("SRC", repr(str(Path(__file__).resolve().parents[1])))
+    source = IDLE_SPINNER.replace("SRC", repr(str(Path(__file__).resolve().parents[2])))
     process = subprocess.Popen([sys.executable, "-c", source], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         os.set_blocking(process.stdin.fileno(), False)
@@ -296,6 +296,39 @@ def test_cpu_used_between_calls_is_read_from_the_kernel_at_every_call_boundary()
             clock = clock or calls.clock()  # the parent's own work between steps: the process spins through it, then waits
             wait_for(lambda: clock.state() == b"S", 30, "the process to wait for the next request")  # noqa: B023
         assert idle[0] == 0.0 and min(idle[1:]) > 0.015, idle
+    finally:
+        process.kill()
+        process.wait()
+
+
+ANSWER_ONCE_AND_EXIT = """
+import os, struct
+size = struct.unpack(">I", os.read(0, 4))[0]
+while size:
+    size -= len(os.read(0, size))
+reply = b'{"forged": true}'
+os.write(1, struct.pack(">I", len(reply)) + reply)
+os._exit(0)
+"""
+
+
+def test_a_reply_written_before_the_process_ended_is_read_before_its_end_is_named():
+    """Validation queues calls ahead; a process that answers the first and exits makes the next write fail. What it
+    answered is still in the pipe and is what the parent judges (a forged reply must be named as one, not as an early
+    exit that depends on who ran first). Calls of 40 kB: the second fills the pipe, so its write meets the exit."""
+    from text2reward.sandbox.calls import CallChannel, SandboxFailure
+
+    process = subprocess.Popen([sys.executable, "-c", ANSWER_ONCE_AND_EXIT], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        os.set_blocking(process.stdin.fileno(), False)
+        calls = CallChannel(process.stdin.fileno(), process.stdout.fileno(), lambda: process.pid, process.kill,
+                            lambda detail: SandboxFailure(f"ended before answering ({detail})"))
+        payload = b"x" * 40_000
+        frames = [len(payload).to_bytes(4, "big") + payload] * 4
+        replies = calls.stream(frames, CallLimits(cpu=5.0, blocked=5.0, wall=60.0))
+        assert next(replies)[0] == b'{"forged": true}'
+        with pytest.raises(SandboxFailure, match="ended before answering"):
+            next(replies)
     finally:
         process.kill()
         process.wait()
