@@ -586,6 +586,22 @@ def test_doctor_reports_the_active_jail_and_its_findings(tmp_path):
     assert len(findings) == 12 and all(f.startswith("blocked") for f in findings.values())
 
 
+def test_both_jails_build_when_a_library_folder_lies_under_tmp():
+    """A virtual environment under /tmp, as on many CI machines: the jail without bubblewrap once built its new root on
+    a tmpfs over /tmp, hiding the folder it then had to bind ("binding /tmp/... failed"), and failed closed."""
+    library = Path(tempfile.mkdtemp(prefix="t2r-venv-", dir="/tmp")) / "site-packages"
+    library.mkdir()
+    (library / "t2r_probe_under_tmp.py").write_text("VALUE = 1\n")
+    try:
+        done = run_cli(["doctor", "--json"], "", library.parent, {"PYTHONPATH": str(library)})
+        report = json.loads(done.stdout)
+        assert {name: m["ok"] for name, m in report["mechanisms"].items()} == {"bubblewrap": True, "landlock": True}, report
+        from text2reward.sandbox.namespaces import root_mount_point
+        assert root_mount_point([str(library), "/usr"]) != "/tmp" and root_mount_point(["/usr"]) == "/tmp"
+    finally:
+        shutil.rmtree(library.parent)
+
+
 TIME_BOMB_REPLY = '''A reward that behaves while it is validated.
 
 ```python

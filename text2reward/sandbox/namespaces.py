@@ -44,8 +44,20 @@ STATVFS_TO_MOUNT = ((1, MS_RDONLY), (2, MS_NOSUID), (4, MS_NODEV), (8, MS_NOEXEC
                     (2048, MS_NODIRATIME), (4096, MS_RELATIME))
 """statvfs's f_flag bits and the mount flags they stand for: a bind's remount must keep the flags the kernel locked."""
 DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
-NEW_ROOT = "/tmp"
-"""Where the new root's tmpfs is mounted before `pivot_root` (inside the new mount namespace only)."""
+ROOT_MOUNT_POINTS = ("/tmp", "/mnt", "/media", "/srv", "/var/tmp", "/opt", "/run")
+"""Where the new root's tmpfs may be mounted before `pivot_root` (inside the new mount namespace only): the first
+existing folder that holds nothing the root binds, since the tmpfs hides what lies below it (a virtual environment or
+checkout under /tmp, as on many CI machines)."""
+
+
+def root_mount_point(sources: list[str]) -> str:
+    """The first of `ROOT_MOUNT_POINTS` that is a real folder and neither holds nor is any of `sources`."""
+    for folder in ROOT_MOUNT_POINTS:
+        covers = any(path == folder or path.startswith(folder + "/") for path in sources)
+        if os.path.isdir(folder) and not os.path.islink(folder) and not covers:
+            return folder
+    raise NamespaceError(f"no folder to build the new root on: each of {', '.join(ROOT_MOUNT_POINTS)} is missing "
+                         "or holds the interpreter or the project")
 
 
 class NamespaceError(Exception):
@@ -132,23 +144,24 @@ def _own_user_namespace(libc: ctypes.CDLL, flags: int, proc: int) -> None:
 def _make_root(libc: ctypes.CDLL, readable: list[str], symlinks: list[list[str]], files: list[str]) -> None:
     """In a new mount namespace: a tmpfs holding read-only binds of `readable` and `files`, the symlinks and a few
     device files; pivot_root into it, the old root detached, the new root read-only."""
+    new_root = root_mount_point([os.path.realpath(p) for p in [*readable, *files]])
     _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "making the mounts private")
-    _check(libc.mount(b"t2r-root", NEW_ROOT.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=1m,mode=0755"), "mounting the new root")
+    _check(libc.mount(b"t2r-root", new_root.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=1m,mode=0755"), "mounting the new root")
     for path in readable:
-        _bind(libc, path, NEW_ROOT + path, directory=os.path.isdir(path))
+        _bind(libc, path, new_root + path, directory=os.path.isdir(path))
     for path in files:
         inside = any(path.startswith(folder.rstrip("/") + "/") for folder in readable)
         if os.path.exists(path) and not inside:
-            _bind(libc, path, NEW_ROOT + path, directory=False)
+            _bind(libc, path, new_root + path, directory=False)
     for device in DEVICES:
-        if os.path.exists(device) and not os.path.exists(NEW_ROOT + device):
-            _bind(libc, device, NEW_ROOT + device, directory=False, read_only=False)
+        if os.path.exists(device) and not os.path.exists(new_root + device):
+            _bind(libc, device, new_root + device, directory=False, read_only=False)
     for path, target in symlinks:
-        if os.path.lexists(NEW_ROOT + path):  # inside a folder bound already
+        if os.path.lexists(new_root + path):  # inside a folder bound already
             continue
-        os.makedirs(os.path.dirname(NEW_ROOT + path), exist_ok=True)
-        os.symlink(target, NEW_ROOT + path)
-    os.chdir(NEW_ROOT)
+        os.makedirs(os.path.dirname(new_root + path), exist_ok=True)
+        os.symlink(target, new_root + path)
+    os.chdir(new_root)
     os.mkdir(".old")
     libc.syscall.restype = ctypes.c_long
     _check(libc.syscall(ctypes.c_long(SYS_PIVOT_ROOT), b".", b".old"), "pivot_root")
