@@ -150,6 +150,39 @@ def test_killed_worker_then_resume_keeps_finished_results(tmp_path):
         assert s1.status == "trained" and steps == 600
 
 
+def test_a_driver_killed_outright_leaves_its_workers_to_the_resumed_run(tmp_path):
+    """SIGKILL to the driver alone (no handler runs): its workers train on, and `t2r resume` adopts them instead of
+    starting a second writer on their folders, then finishes with their results."""
+    command = [sys.executable, "-m", "text2reward.cli", "run", "--task", "fetch/reach", "--llm", "heuristic",
+               "--rounds", "1", "--samples", "2", "--workers", "2", "--steps", "1500", "--final-seeds", "0",
+               "--eval-freq", "500", "--eval-episodes", "1", "--hp", "learning_starts=50", "--hp", "batch_size=32",
+               "--runs-dir", "runs"]
+    driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+    pids: list[int] = []
+    try:
+        run_dir = wait_for(lambda: next(iter((tmp_path / "runs").glob("*/config.json")), None), 60, "the run directory").parent
+        pid_files = [run_dir / f"rounds/r0/s{i}/training/worker.pid" for i in (0, 1)]
+        wait_for(lambda: all(p.is_file() for p in pid_files), 120, "both workers")
+        pids = [int(p.read_text()) for p in pid_files]
+        driver.kill()
+        driver.wait()
+        assert all((run_dir / f"rounds/r0/s{i}/training/done.json").exists() is False for i in (0, 1))
+        resumed = t2r("resume", run_dir.name, "--runs-dir", "runs", timeout=300, cwd=tmp_path)
+    finally:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if driver.poll() is None:
+            driver.kill()
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert [int(p.read_text()) for p in pid_files] == pids  # no second worker started on either folder
+    store = RunStore(run_dir)
+    assert store.state().status == "finished"
+    assert all(c.status in ("trained", "stopped_early") for c in store.candidates()), [c.status for c in store.candidates()]
+
+
 def test_vision_rounds_show_the_model_rollout_keyframes(tmp_path):
     script = [Say(GOOD), Say(GOOD.replace("10.0", "4.0"))]
     with OpenAITestServer(script=script) as server:

@@ -11,6 +11,8 @@ says where jobs run: `LocalLauncher` here, a Ray cluster in `ray_pool`.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -22,7 +24,7 @@ from typing import IO, Any, Protocol
 from policies.io import write_json_atomic
 from text2reward.runs.statuses import FailureCause
 from text2reward.training.early_stop import EarlyStopper
-from text2reward.training.job import DONE_FILE, ERROR_FILE, JOB_FILE, PROGRESS_FILE, TrainJob
+from text2reward.training.job import DONE_FILE, ERROR_FILE, JOB_FILE, PID_FILE, PROGRESS_FILE, TrainJob
 
 
 @dataclass
@@ -171,13 +173,34 @@ def schedule(
     return [outcomes[i] for i in range(len(jobs))]
 
 
+def running_worker(job: TrainJob) -> int | None:
+    """The pid of a live worker process already training `job` (named by its folder's worker.pid and running this
+    job's file), or None. Why: a driver killed outright leaves its workers training; a resumed run adopts them rather
+    than starting a second writer on the same folder."""
+    out = Path(job.out_dir)
+    try:
+        pid = int((out / PID_FILE).read_text())
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, ValueError, IndexError):
+        return None
+    ours = b"text2reward.training.job" in command and str(out / JOB_FILE).encode() in command
+    return pid if ours and state not in ("Z", "X") else None
+
+
 class LocalLauncher:
-    """One `python -m text2reward.training.job` process per job on this machine; its output goes to worker.log."""
+    """One `python -m text2reward.training.job` process per job on this machine; its output goes to worker.log.
+    A job whose worker from an earlier driver still runs is adopted: watched by its pid until it ends."""
 
     def __init__(self) -> None:
         self.processes: dict[int, tuple[TrainJob, subprocess.Popen, IO[str]]] = {}
+        self.adopted: dict[int, tuple[TrainJob, int]] = {}
 
     def start(self, index: int, job: TrainJob) -> None:
+        pid = running_worker(job)
+        if pid is not None:
+            self.adopted[index] = (job, pid)
+            return
         log = open(Path(job.out_dir) / "worker.log", "w")  # noqa: SIM115 (closed when the job ends)
         process = subprocess.Popen(
             [sys.executable, "-m", "text2reward.training.job", str(Path(job.out_dir) / JOB_FILE)],
@@ -187,6 +210,10 @@ class LocalLauncher:
 
     def collect(self) -> list[tuple[int, JobOutcome]]:
         ended = []
+        for index, (job, pid) in list(self.adopted.items()):
+            if running_worker(job) != pid:
+                del self.adopted[index]
+                ended.append((index, job_outcome(job, f"left running by an earlier driver (pid {pid}) ended")))
         for index, (job, process, log) in list(self.processes.items()):
             code = process.poll()
             if code is None:
@@ -207,6 +234,9 @@ class LocalLauncher:
         for _, process, log in self.processes.values():
             process.kill()
             log.close()
+        for job, pid in self.adopted.values():
+            if running_worker(job) == pid:
+                os.kill(pid, signal.SIGKILL)
 
 
 def run_jobs(
