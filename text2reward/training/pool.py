@@ -180,11 +180,12 @@ def running_worker(job: TrainJob) -> int | None:
     out = Path(job.out_dir)
     try:
         pid = int((out / PID_FILE).read_text())
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        job_file = Path(os.readlink(f"/proc/{pid}/cwd"), command[-2] if command[-1] == "" else command[-1])
     except (OSError, ValueError, IndexError):
         return None
-    ours = b"text2reward.training.job" in command and str(out / JOB_FILE).encode() in command
+    ours = "text2reward.training.job" in command and os.path.realpath(job_file) == os.path.realpath(out / JOB_FILE)
     return pid if ours and state not in ("Z", "X") else None
 
 
