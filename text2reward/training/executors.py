@@ -24,7 +24,6 @@ from text2reward.errors import ConfigError
 from text2reward.training.early_stop import EarlyStopper
 from text2reward.training.job import TrainJob
 from text2reward.training.pool import JobOutcome, run_jobs
-from text2reward.training.ray_pool import RAY_MISSING, ray_session, run_jobs_on_ray
 
 Say = Callable[[str], None]
 
@@ -115,6 +114,8 @@ LOCAL = ExecutorSpec(name="local", summary="(worker processes on this machine)",
 def _check_ray(settings: ExecutorSettings) -> None:
     """Ray is installed, and a cluster named by address answers (in seconds, not after minutes of joining)."""
     if importlib.util.find_spec("ray") is None:
+        from text2reward.training.ray_pool import RAY_MISSING  # deferred: ray_pool loads asyncio and ssl (~20 ms of every CLI start)
+
         raise ConfigError(RAY_MISSING)
     if settings.address:
         check_ray_address(settings.address)
@@ -135,6 +136,8 @@ def check_ray_address(address: str) -> None:
 
 def _open_ray(settings: ExecutorSettings, resources: ExitStack, say: Say) -> JobRunner:
     """Ray joined (or started on 127.0.0.1) when jobs first train, and left when the run ends (`resources` closes)."""
+    from text2reward.training.ray_pool import ray_session, run_jobs_on_ray  # deferred: see _check_ray
+
     opened: list[bool] = []
 
     def runner(jobs: list[TrainJob], **options: Any) -> list[JobOutcome]:
