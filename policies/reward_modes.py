@@ -80,11 +80,6 @@ def mode_report_text(mode: str) -> str:
     return mode if spec is None else spec.report_text
 
 
-def entry_point(mode: str) -> str:
-    """The function a program of `mode` defines."""
-    return reward_mode(mode).function
-
-
 def require_program(mode: str, reward: str) -> str:
     """The mode, refused in one line when it would apply to a built-in reward: a potential or progress mode needs a program."""
     spec = reward_mode(mode)
@@ -296,5 +291,5 @@ for _spec in BUILT_IN_MODES:
 
 __all__ = ["BUILT_IN_MODES", "COUNT_BONUS", "DEFAULT_GAMMA", "DEFAULT_REWARD_MODE", "DENSE", "OBJECT_CELL", "POTENTIAL", "PROGRESS", "PROGRESS_BINS",
            "PROGRESS_WEIGHT", "REWARD_MODES", "PotentialShaping", "ProgressBonus", "RewardModeSpec", "ScreeningMeasure",
-           "check_mode", "entry_point", "mode_help", "mode_report_text", "program_mode", "register_reward_mode", "require_program", "reward_mode",
+           "check_mode", "mode_help", "mode_report_text", "program_mode", "register_reward_mode", "require_program", "reward_mode",
            "runnable_source", "unregister_reward_mode", "wrap_for_mode"]

@@ -20,13 +20,6 @@ from policies.reward_modes import REWARD_MODES, program_mode, runnable_source
 from sim_envs.errors import ConfigError, RewardProgramError
 
 
-def mode_signature(mode: str) -> tuple[str, str]:
-    """(function name, its signature as the prompt writes it) of a reward mode, e.g. ("compute_potential",
-    "compute_potential(self)"); an unknown mode is refused as the program's error (policies.reward_modes.program_mode)."""
-    spec = program_mode(mode)
-    return spec.function, spec.signature
-
-
 class RewardFunction(Protocol):
     name: str
 

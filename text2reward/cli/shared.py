@@ -61,7 +61,6 @@ def load_extra_tasks(task_file: Path | None) -> None:
 RunsDirOption = Annotated[Path, typer.Option("--runs-dir", help="where runs live (with index.sqlite)")]
 DEFAULT_RUNS_DIR = Path("runs")
 
-HyperparamOption = Annotated[Optional[list[str]], typer.Option("--hp", help="hyper-parameter override KEY=VALUE (YAML value), repeatable")]
 RewardModeOption = Annotated[str, typer.Option("--reward-mode", help=mode_help())]
 
 

@@ -41,7 +41,6 @@ ROUND_REPLIES = "rounds/r*/replies.json"
 CANDIDATES = f"rounds/r*/s*/{CANDIDATE}"
 TUNED_CANDIDATES = f"{TUNE}/*/{CANDIDATE}"
 FIX_PROMPTS = "rounds/r*/s*/fix_prompt_*.json"
-ROLLOUT_VIDEOS = f"rounds/*/s*/{TRAINING}/rollout.mp4"
 RECORD_FILES = (STATE, EVENTS, CONFIG, FINAL_SUMMARY, ROUND_PROMPTS, ROUND_SUMMARIES, CANDIDATES, TUNED_CANDIDATES)
 """Every record a run's view is built from (the dashboard re-renders when one of them changes)."""
 
@@ -76,10 +75,6 @@ class RunLayout:
         return self.root / REPORT
 
     @property
-    def pending_prompt(self) -> Path:
-        return self.root / PENDING_PROMPT
-
-    @property
     def keypoints(self) -> Path:
         return self.root / KEYPOINTS
 
@@ -90,10 +85,6 @@ class RunLayout:
     @property
     def components_plot(self) -> Path:
         return self.root / "components.png"
-
-    @property
-    def index(self) -> Path:
-        return self.root.parent / INDEX
 
     @property
     def cache(self) -> Path:

@@ -534,9 +534,6 @@ class FinalArm:
                 "curves": self.curves}
 
 
-FINAL_ARMS = ("best", "expert")
-
-
 @dataclass
 class FinalSummary:
     """final/summary.json: the best reward re-trained on fresh seeds beside the expert."""
