@@ -1,0 +1,139 @@
+"""Env steps per second per candidate against n_envs, vector-env kind and device, at a kept update-to-data ratio.
+
+Why: every decision of the loop costs an RL run, and separating rewards needs more steps and seeds. The levers are
+more environments per candidate (each vector step feeds n_envs transitions) and a device that makes the updates
+cheaper. To keep success per environment step unchanged, each vector step takes `gradient_steps = n_envs` updates,
+which SBX compiles into one call (its `train` samples `batch * gradient_steps` rows and loops inside JIT), so more
+envs buy fewer Python round trips, not fewer updates. Each configuration runs in its own process (JAX is told its
+platform before it starts), warms up past `learning_starts` and the compilations, then times `--seconds` of
+training; configurations run in shuffled turns so drift on a shared machine falls on all of them.
+
+    python benchmarks/throughput.py                                   # cpu, n_envs 1 4 16, reach-v3
+    python benchmarks/throughput.py --devices cpu cuda --n-envs 1 4 16 --vec dummy subproc --seconds 20
+
+Prints one row per configuration: env steps/s (median over repeats), updates/s, the ratio to the 1-env cpu row,
+and for cuda the peak GPU memory JAX held for the job (what several candidates sharing one GPU must fit in).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+
+def child(task_id: str, n_envs: int, vec: str, device: str, seconds: float, net: int, batch: int,
+          updates: str) -> dict[str, Any]:
+    """One configuration, in this process: SBX SAC with gradient_steps = n_envs (`ratio`) or one update of an
+    n_envs-times wider batch per vector step (`wide`: the same samples per env step, fewer, larger updates), timed
+    after a warm-up."""
+    import jax
+    from sbx import SAC
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    from policies.reward_program import reward_from_spec
+    from policies.task_env import make_task_env
+    from sim_envs import get_task
+
+    task = get_task(task_id)
+    env = make_vec_env(lambda: make_task_env(task, reward_from_spec("expert"), seed=0), n_envs=n_envs, seed=0,
+                       vec_env_cls=SubprocVecEnv if vec == "subproc" else DummyVecEnv)
+    gradient_steps, batch_size = (n_envs, batch) if updates == "ratio" else (1, batch * n_envs)
+    model = SAC("MlpPolicy", env, seed=0, learning_starts=1000, batch_size=batch_size, train_freq=1,
+                gradient_steps=gradient_steps,
+                policy_kwargs={"net_arch": [net, net]}, verbose=0)
+    try:
+        model.learn(1000 + 64 * n_envs)  # past learning_starts, updates compiled
+        chunk = 128 * n_envs
+        done, started = 0, time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            model.learn(chunk, reset_num_timesteps=False)
+            done += chunk
+        elapsed = time.perf_counter() - started
+        memory = None
+        if device == "cuda":
+            stats = jax.devices()[0].memory_stats() or {}
+            memory = stats.get("peak_bytes_in_use")
+        return {"steps_per_s": done / elapsed, "updates_per_s": done / elapsed * gradient_steps / n_envs,
+                "gpu_peak_bytes": memory,
+                "jax_device": str(jax.devices()[0])}
+    finally:
+        env.close()
+
+
+def run_config(args: argparse.Namespace, n_envs: int, vec: str, device: str, updates: str) -> dict[str, Any]:
+    environment = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
+    environment["JAX_PLATFORMS"] = "cuda" if device == "cuda" else "cpu"
+    command = [sys.executable, __file__, "--child", json.dumps(
+        {"task_id": args.task, "n_envs": n_envs, "vec": vec, "device": device, "seconds": args.seconds,
+         "net": args.net, "batch": args.batch, "updates": updates})]
+    done = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=args.seconds * 10 + 300)
+    if done.returncode != 0:
+        return {"error": (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--task", default="metaworld/reach-v3")
+    parser.add_argument("--devices", nargs="+", default=["cpu"])
+    parser.add_argument("--n-envs", nargs="+", type=int, default=[1, 4, 16])
+    parser.add_argument("--vec", nargs="+", default=["dummy"], choices=["dummy", "subproc"])
+    parser.add_argument("--updates", nargs="+", default=["ratio"], choices=["ratio", "wide"],
+                        help="ratio: n_envs updates per vector step; wide: one update of an n_envs-times batch")
+    parser.add_argument("--seconds", type=float, default=15.0, help="timed training per configuration and repeat")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--net", type=int, default=128, help="hidden width of SAC's two layers")
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--json", help="also write the rows here")
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(**json.loads(args.child))))
+        return
+
+    configs = [(n, vec, device, updates) for device in args.devices for updates in args.updates for vec in args.vec
+               for n in args.n_envs if not (n == 1 and (vec == "subproc" or updates == "wide"))]
+    measured: dict[tuple[int, str, str, str], list[dict[str, Any]]] = {c: [] for c in configs}
+    for repeat in range(args.repeats):
+        order = configs[:]
+        random.Random(repeat).shuffle(order)
+        for config in order:
+            row = run_config(args, *config)
+            measured[config].append(row)
+            print(f"# repeat {repeat} n_envs={config[0]} vec={config[1]} device={config[2]} updates={config[3]}: {row}",
+                  flush=True)
+
+    def median(config: tuple[int, str, str, str]) -> float | None:
+        values = [r["steps_per_s"] for r in measured[config] if "steps_per_s" in r]
+        return statistics.median(values) if values else None
+
+    base = median((1, "dummy", "cpu", "ratio")) if (1, "dummy", "cpu", "ratio") in measured else None
+    print(f"\n{args.task}, SBX SAC [{args.net}, {args.net}], batch {args.batch}, "
+          f"{os.cpu_count()} cores, {args.seconds:.0f} s timed x {args.repeats}")
+    print(f"{'device':<6} {'updates':<7} {'vec':<8} {'n_envs':>6} {'env steps/s':>12} {'x 1-env cpu':>12} {'GPU peak MB':>12}")
+    rows = []
+    for config in configs:
+        value = median(config)
+        peaks = [r.get("gpu_peak_bytes") for r in measured[config] if r.get("gpu_peak_bytes")]
+        peak = max(peaks) / 2**20 if peaks else None
+        ratio = value / base if value and base else None
+        rows.append({"n_envs": config[0], "vec": config[1], "device": config[2], "updates": config[3], "steps_per_s": value,
+                     "ratio_to_1env_cpu": ratio, "gpu_peak_mb": peak,
+                     "errors": [r["error"] for r in measured[config] if "error" in r]})
+        print(f"{config[2]:<6} {config[3]:<7} {config[1]:<8} {config[0]:>6} {value or float('nan'):>12.0f} "
+              f"{ratio or float('nan'):>12.2f} {peak or float('nan'):>12.0f}")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(rows, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main()
