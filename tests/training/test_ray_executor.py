@@ -23,7 +23,7 @@ from policies.config import TrainConfig
 from text2reward.loop import start_run
 from text2reward.runs.store import STOP_FILE, RunStore
 from text2reward.settings import RunConfig
-from text2reward.training.early_stop import EarlyStopper
+from text2reward.training.early_stop import EarlyStopper, EarlyStopRule
 from text2reward.training.job import PID_FILE, TrainJob
 from text2reward.training.ray_pool import Board, ray_session, run_jobs_on_ray
 
@@ -180,8 +180,10 @@ def test_a_round_on_ray_stores_what_the_local_pool_stores(tmp_path, ray_address)
 def test_a_job_behind_a_finished_leader_is_stopped_through_the_board(tmp_path, ray_address):
     """Early stopping without a shared disk: the driver mirrors the task's evaluations, the stopper writes the stop
     file, the board carries it to the task, which stops at the rung and keeps its partial result."""
-    stopper = EarlyStopper(budget=800, eval_freq=100)  # rungs at 200 and 400
-    stopper.observe("leader", [{"steps": s, "success_rate": 1.0, "mean_native_return": -1.0} for s in (200, 400, 600, 800)])
+    # the mechanism, not the rule: one reading may decide here (tests/training/test_early_stop.py tests the rule)
+    stopper = EarlyStopper(budget=800, eval_freq=100, rule=EarlyStopRule(min_evaluations=1))  # rungs at 200 and 400
+    stopper.observe("leader", [{"steps": s, "success_rate": 1.0, "mean_native_return": -1.0, "episodes": 30}
+                               for s in (200, 400, 600, 800)])
     out = tmp_path / "behind"
     polls: list[dict] = []
     progress = out / "progress.json"

@@ -6,6 +6,10 @@ with it: the round summary and the next prompt say so, and say how the tie was b
 inside a tie is by the best guess still: the higher final success, then the success over the whole training
 curve (every evaluation averaged: sooner and steadier), then the native return, then the earlier candidate (so
 the best so far keeps its place against a later candidate that only equals it).
+
+A candidate stopped early for trailing another is ranked on what it reached (its partial result), and never above
+the candidate that stopped it: the stop was a judgement on several evaluations at the same step count, and a
+ranking that reversed it would contradict the run's own record (`stopped_below_leader`).
 """
 
 from __future__ import annotations
@@ -57,8 +61,27 @@ def candidate_score(candidate: Candidate) -> tuple[float, float, float, int, int
 
 
 def rank(candidates: list[Candidate]) -> list[Standing]:
-    """The trained candidates, best first."""
-    return sorted((standing(c) for c in candidates if c.has_training), key=lambda s: s.key, reverse=True)
+    """The trained candidates, best first; a stopped candidate below the one that stopped it."""
+    ordered = sorted((standing(c) for c in candidates if c.has_training), key=lambda s: s.key, reverse=True)
+    leaders = {c.id: c.stopped_early.leader for c in candidates if c.stopped_early is not None and c.stopped_early.leader}
+    return stopped_below_leader(ordered, leaders)
+
+
+def stopped_below_leader(ordered: list[Standing], leaders: dict[str, str]) -> list[Standing]:
+    """`ordered` with each stopped candidate moved to just below its leader when it stood above it (chains of stops
+    followed until nothing moves; a leader not in the list leaves its candidate where it is)."""
+    order = list(ordered)
+    for _ in range(len(order)):
+        moved = False
+        for stopped, leader in leaders.items():
+            ids = [s.id for s in order]
+            if stopped in ids and leader in ids and ids.index(stopped) < ids.index(leader):
+                entry = order.pop(ids.index(stopped))
+                order.insert([s.id for s in order].index(leader) + 1, entry)
+                moved = True
+        if not moved:
+            break
+    return order
 
 
 def tied_with_best(standings: list[Standing]) -> list[str]:

@@ -217,14 +217,18 @@ class EarlyStop:
     steps: int | None
     reason: str
     rung: Any = None
+    leader: str | None = None
+    """The candidate it trailed at the rung (None in records older than this field, and for a pruned trial)."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], what: str = "a stop") -> EarlyStop:
         f = _Fields(data, what)
-        return cls(steps=f.opt_whole("steps"), reason=str(data.get("reason") or ""), rung=data.get("rung"))
+        leader = data.get("leader")
+        return cls(steps=f.opt_whole("steps"), reason=str(data.get("reason") or ""), rung=data.get("rung"),
+                   leader=leader if isinstance(leader, str) else None)
 
     def to_dict(self) -> Json:
-        return _compact({"rung": self.rung, "steps": self.steps, "reason": self.reason})
+        return _compact({"rung": self.rung, "steps": self.steps, "reason": self.reason, "leader": self.leader})
 
 
 @dataclass

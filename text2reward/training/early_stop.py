@@ -8,6 +8,14 @@ those that already passed it, nobody waits). "Clearly behind" is on the task's o
 no candidate succeeds yet, on the environment's native return (the expert reward's return, recorded at
 every evaluation but never trained on), relative to the leader's.
 
+Why several evaluations: a training-time evaluation is 5 episodes, and one reading is mostly noise (on
+soccer-v3 a leader read 9.7 / 120.7 / 6.3 native return at 6k / 8k / 10k steps, and a candidate stopped on the
+spike at 8k). So a decision pools the last `window` evaluations at or before the rung (at least
+`min_evaluations` of them on both sides): success as one rate over all their episodes, whose 95% Wilson
+intervals must separate besides the margin; native return as the window's median, and only when every
+reading of the candidate's window is below every reading of the leader's. A candidate that has succeeded
+at any evaluation is never stopped as behind: it has shown the reward can teach the task.
+
 Pure functions over curves ({steps, success_rate, mean_native_return} points): the pool feeds them what
 workers publish and turns a decision into a stop file the worker looks for every few dozen steps.
 """
@@ -15,9 +23,12 @@ workers publish and turns a decision into a stop file the worker looks for every
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from policies.stats import Rate
 
 Curve = Sequence[Mapping[str, Any]]
 
@@ -33,6 +44,14 @@ class EarlyStopRule:
     native_margin: float = 0.5
     """With no success anywhere: stop when the candidate's native return trails the leader's by at least
     this fraction of the larger magnitude of the two (returns may be negative, as Fetch's are)."""
+    window: int = 3
+    """Evaluations pooled per candidate at a rung: the last `window` at or before it."""
+    min_evaluations: int = 2
+    """Fewer evaluations than this in either window: no decision at that rung (never on one reading)."""
+
+
+DEFAULT_EVAL_EPISODES = 5
+"""Episodes of a training-time evaluation whose point does not say (older curves)."""
 
 
 @dataclass(frozen=True)
@@ -42,9 +61,20 @@ class StopDecision:
     steps: int
     """The rung's step count: the evaluation the comparison used is at or before it."""
     reason: str
+    leader: str | None = None
+    """The candidate it trailed: the ranking never puts a stopped candidate above the one that stopped it."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rung": self.rung, "steps": self.steps, "reason": self.reason}
+        return {"rung": self.rung, "steps": self.steps, "reason": self.reason,
+                **({"leader": self.leader} if self.leader is not None else {})}
+
+
+@dataclass(frozen=True)
+class Behind:
+    """Why a candidate is clearly behind at a rung, and whom it trails."""
+
+    reason: str
+    leader: str
 
 
 def rung_steps(budget: int, eval_freq: int, rule: EarlyStopRule) -> list[int]:
@@ -66,36 +96,60 @@ def reached(curve: Curve, steps: int) -> bool:
     return any(int(point["steps"]) >= steps for point in curve)
 
 
-def _native(point: Mapping[str, Any]) -> float | None:
-    value = point.get("mean_native_return")
-    return None if value is None or not math.isfinite(float(value)) else float(value)
+def window_at(curve: Curve, steps: int, size: int) -> list[Mapping[str, Any]]:
+    """The curve's last `size` evaluations at or before `steps`, oldest first."""
+    return [point for point in curve if int(point["steps"]) <= steps][-size:]
 
 
-def judge_at_rung(name: str, curves: Mapping[str, Curve], steps: int, rule: EarlyStopRule) -> str | None:
-    """Why `name` is clearly behind at `steps`, or None. Compared only with candidates whose curves reach the rung."""
-    own = point_at(curves[name], steps)
-    if own is None:
+def pooled_success(points: Sequence[Mapping[str, Any]]) -> Rate:
+    """One success rate over every episode of `points` (each point's rate times its episodes)."""
+    rates = [Rate.of(float(p["success_rate"]), int(p.get("episodes") or DEFAULT_EVAL_EPISODES)) for p in points]
+    return Rate(sum(r.successes for r in rates), sum(r.episodes for r in rates))
+
+
+def has_succeeded(curve: Curve, steps: int | None = None) -> bool:
+    """Whether any evaluation (at or before `steps`) saw a success."""
+    return any(float(p["success_rate"]) > 0 for p in curve if steps is None or int(p["steps"]) <= steps)
+
+
+def _natives(points: Sequence[Mapping[str, Any]]) -> list[float]:
+    values = [p.get("mean_native_return") for p in points]
+    return [float(v) for v in values if v is not None and math.isfinite(float(v))]
+
+
+def judge_at_rung(name: str, curves: Mapping[str, Curve], steps: int, rule: EarlyStopRule) -> Behind | None:
+    """Why `name` is clearly behind at `steps`, or None. Compared only with candidates whose curves reach the rung,
+    each on its last `rule.window` evaluations at or before it."""
+    if has_succeeded(curves[name], steps):
         return None
-    peers = {other: point_at(curve, steps) for other, curve in curves.items() if other != name and reached(curve, steps)}
-    peers_points = {other: point for other, point in peers.items() if point is not None}
-    if not peers_points:
+    own = window_at(curves[name], steps, rule.window)
+    if len(own) < rule.min_evaluations:
         return None
-    leader, lead = max(peers_points.items(), key=lambda item: float(item[1]["success_rate"]))
-    own_success, lead_success = float(own["success_rate"]), float(lead["success_rate"])
-    if lead_success - own_success >= rule.success_margin - 1e-9:
-        return (f"success {own_success:.2f} at {steps} steps, {rule.success_margin:g} or more behind "
-                f"{leader}'s {lead_success:.2f}")
-    if lead_success > 0 or own_success > 0:
+    peers = {other: window_at(curve, steps, rule.window) for other, curve in curves.items()
+             if other != name and reached(curve, steps)}
+    peers = {other: points for other, points in peers.items() if len(points) >= rule.min_evaluations}
+    if not peers:
         return None
-    natives = {other: value for other, point in peers_points.items() if (value := _native(point)) is not None}
-    own_native = _native(own)
-    if not natives or own_native is None:
+    own_rate = pooled_success(own)
+    leader, lead_rate = max(((other, pooled_success(points)) for other, points in peers.items()), key=lambda item: item[1].rate)
+    if lead_rate.rate - own_rate.rate >= rule.success_margin - 1e-9 and not own_rate.ties(lead_rate):
+        return Behind(f"success {own_rate.text()} over its last {len(own)} evaluations to {steps} steps, {rule.success_margin:g} "
+                      f"or more behind {leader}'s {lead_rate.text()} and outside its interval", leader)
+    if any(has_succeeded(points) for points in peers.values()):
+        return None  # someone succeeds, not clearly enough: success decides, and it does not yet
+    own_natives = _natives(own)
+    natives = {other: values for other, points in peers.items() if len(values := _natives(points)) >= rule.min_evaluations}
+    if not natives or len(own_natives) < rule.min_evaluations:
         return None
-    leader, lead_native = max(natives.items(), key=lambda item: item[1])
-    scale = max(abs(lead_native), abs(own_native))
-    if scale > 0 and (lead_native - own_native) / scale >= rule.native_margin:
-        return (f"no candidate succeeds yet; native return {own_native:.3g} at {steps} steps trails {leader}'s "
-                f"{lead_native:.3g} by {100 * (lead_native - own_native) / scale:.0f}% (stop at {100 * rule.native_margin:.0f}%)")
+    leader, lead_natives = max(natives.items(), key=lambda item: statistics.median(item[1]))
+    own_median, lead_median = statistics.median(own_natives), statistics.median(lead_natives)
+    scale = max(abs(lead_median), abs(own_median))
+    separated = max(own_natives) < min(lead_natives)
+    if scale > 0 and separated and (lead_median - own_median) / scale >= rule.native_margin:
+        return Behind(f"no candidate succeeds yet; native return (median of its last {len(own_natives)} evaluations to "
+                      f"{steps} steps) {own_median:.3g} trails {leader}'s {lead_median:.3g} by "
+                      f"{100 * (lead_median - own_median) / scale:.0f}% (stop at {100 * rule.native_margin:.0f}%), "
+                      f"every reading below every one of {leader}'s", leader)
     return None
 
 
@@ -131,8 +185,8 @@ class EarlyStopper:
                 if not any(reached(other, steps) for peer, other in self.curves.items() if peer != name):
                     continue  # nobody to compare with yet: judged when a peer gets there
                 judged.add(index)
-                reason = judge_at_rung(name, self.curves, steps, self.rule)
-                if reason is not None:
-                    decisions[name] = StopDecision(index, steps, reason)
+                behind = judge_at_rung(name, self.curves, steps, self.rule)
+                if behind is not None:
+                    decisions[name] = StopDecision(index, steps, behind.reason, behind.leader)
                     break
         return decisions
