@@ -58,3 +58,19 @@ class Rate:
         """`0.80 (4 of 5 episodes, 95% interval 0.38-0.96)`."""
         low, high = self.interval
         return f"{self.rate:.2f} ({self.successes} of {self.episodes} episodes, 95% interval {low:.2f}-{high:.2f})"
+
+
+def mcnemar_exact(only_first: int, only_second: int) -> float:
+    """Two-sided exact McNemar p-value for two policies played on the same episodes: `only_first` episodes where only
+    the first succeeded, `only_second` where only the second did. Why paired: the episodes (reset seeds) are shared, so
+    only the discordant ones carry evidence, and the test is far sharper than comparing two independent intervals
+    (12 against 3 discordant episodes: p = 0.035, while 18 of 30 and 9 of 30 have overlapping Wilson intervals)."""
+    n = only_first + only_second
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(only_first, only_second) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+PAIRED_ALPHA = 0.05
+"""A paired difference counts as beyond noise below this p-value."""

@@ -252,10 +252,52 @@ def test_a_peak_that_fell_is_analysed_beside_the_final_policy(drawer_episodes):
     text = peak_section(task, real)
     assert "peaked during training at step 8,000 (0.80 (4 of 5 episodes" in text
     assert "the peak checkpoint succeeds in 0.83 (25 of 30" in text and "the final policy in 0.17 (5 of 30" in text
-    assert "apart beyond noise" in text and "where the final did not in 25 episodes, the reverse in 5" in text
+    assert "the peak checkpoint is better beyond noise (McNemar's exact test on the same episodes, p = 0.000)" in text
+    assert "is this candidate's delivered policy" in text and real.peak_delivered
+    assert "where the final did not in 25 episodes, the reverse in 5" in text
     assert "object moved (> 2 cm): 100% of episodes | 0% of episodes" in text
     luck = PeakComparison(steps=8000, during_training=Rate(4, 5), peak=[True] * 14 + [False] * 16, final=[True] * 12 + [False] * 18)
-    assert "within noise of each other: the fall may be evaluation luck" in peak_section(task, luck)
+    assert "not apart beyond noise" in peak_section(task, luck) and "the final policy is kept" in peak_section(task, luck)
+    assert not luck.peak_delivered
+
+
+def test_a_peak_better_on_the_same_episodes_is_delivered_though_the_intervals_overlap():
+    """soccer-v3, measured: the peak checkpoint succeeded in 18 of 30, the final policy in 9 of 30 on the same episodes,
+    12 discordant episodes against 3 (McNemar exact p = 0.035). Their Wilson intervals overlap, so the unpaired rule
+    called it luck and kept the worse policy; the paired test delivers the peak."""
+    from policies.stats import Rate, mcnemar_exact
+    from text2reward.feedback.compose import PeakComparison
+
+    peak = [True] * 12 + [False] * 3 + [True] * 6 + [False] * 9
+    final = [False] * 12 + [True] * 3 + [True] * 6 + [False] * 9
+    comparison = PeakComparison(steps=20000, during_training=Rate(4, 5), peak=peak, final=final)
+    assert (sum(peak), sum(final)) == (18, 9) and Rate(18, 30).ties(Rate(9, 30))
+    assert comparison.p_value == pytest.approx(0.03515625) == mcnemar_exact(12, 3) and comparison.peak_delivered
+    worse = PeakComparison(steps=20000, during_training=Rate(4, 5), peak=final, final=peak)
+    assert not worse.peak_delivered  # the final policy better: never swapped for the peak
+    assert mcnemar_exact(0, 0) == 1.0 and mcnemar_exact(5, 0) == pytest.approx(0.0625)  # 5 against 0 is not enough
+
+
+def test_a_delivered_peak_becomes_the_model_file_and_the_result(tmp_path):
+    """deliver_peak: model.zip becomes the peak's file (the final policy kept as final_model.zip), the result's success
+    is the peak's on the final episodes, and the candidate's record says which policy it is."""
+    from text2reward.runs.records import TrainingSummary
+    from text2reward.training.job import FINAL_MODEL_FILE, deliver_peak
+
+    (tmp_path / "model.zip").write_bytes(b"final policy")
+    (tmp_path / "peak_model.zip").write_bytes(b"peak policy")
+    result = {"success_rate": 0.3, "best_success_rate": 0.8, "mean_return": 1.0, "mean_native_return": 2.0, "steps": 30000,
+              "wall_seconds": 10.0, "steps_per_second": 3000.0, "curve": [], "final_eval_episodes": 30,
+              "model_path": str(tmp_path / "model.zip"),
+              "peak": {"steps": 20000, "success_rate": 0.8, "episodes": 5, "model_path": str(tmp_path / "peak_model.zip")}}
+    deliver_peak(result, {"steps": 20000, "success_on_final_episodes": 0.6, "only_peak": 12, "only_final": 3,
+                          "p_value": 0.035, "delivered": True}, tmp_path)
+    assert (tmp_path / "model.zip").read_bytes() == b"peak policy"
+    assert (tmp_path / FINAL_MODEL_FILE).read_bytes() == b"final policy"
+    assert result["success_rate"] == 0.6 and result["final_policy"]["success_rate"] == 0.3
+    summary = TrainingSummary.from_dict(TrainingSummary.of_result(result).to_dict())
+    assert summary.success_rate == 0.6 and summary.delivered_peak == {
+        "policy": "peak", "steps": 20000, "p_value": 0.035, "only_peak": 12, "only_final": 3}
 
 
 def test_the_contrast_shows_each_candidate_with_its_interval_diff_and_separating_facts():

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from policies.stats import Rate
+from policies.stats import PAIRED_ALPHA, Rate, mcnemar_exact
 from sim_envs.task import Task
 from text2reward.feedback.reflection import evaluation_episodes, reward_reflection
 from text2reward.feedback.trajectory import _label, describe_behaviour, episode_facts, trajectory_analysis
@@ -62,6 +62,25 @@ class PeakComparison:
     peak_episodes: list[Any] = field(default_factory=list)
     """The peak checkpoint's recorded rollouts of the analysed episodes (`EpisodeStats` with views)."""
     final_episodes: list[Any] = field(default_factory=list)
+
+    @property
+    def only_peak(self) -> int:
+        """Episodes the peak checkpoint succeeded in and the final policy did not."""
+        return sum(p and not f for p, f in zip(self.peak, self.final))
+
+    @property
+    def only_final(self) -> int:
+        return sum(f and not p for p, f in zip(self.peak, self.final))
+
+    @property
+    def p_value(self) -> float:
+        """McNemar's exact test on the discordant episodes (the two policies played the same reset seeds)."""
+        return mcnemar_exact(self.only_peak, self.only_final)
+
+    @property
+    def peak_delivered(self) -> bool:
+        """The peak checkpoint is better beyond noise: it becomes the candidate's policy (ranked, filmed, delivered)."""
+        return self.only_peak > self.only_final and self.p_value < PAIRED_ALPHA
 
 
 def _seed_range(seeds: Sequence[int]) -> str:
@@ -171,10 +190,12 @@ def peak_fell(train_result: Any) -> bool:
 def peak_section(task: Task, comparison: PeakComparison) -> str:
     n = len(comparison.final)
     peak, final = Rate(sum(comparison.peak), n), Rate(sum(comparison.final), n)
-    only_peak = sum(p and not f for p, f in zip(comparison.peak, comparison.final))
-    only_final = sum(f and not p for p, f in zip(comparison.peak, comparison.final))
-    verdict = ("within noise of each other: the fall may be evaluation luck" if peak.ties(final) else
-               "apart beyond noise: training really lost what the peak had")
+    only_peak, only_final = comparison.only_peak, comparison.only_final
+    test = f"McNemar's exact test on the same episodes, p = {comparison.p_value:.3f}"
+    verdict = (f"the peak checkpoint is better beyond noise ({test}): training lost what the peak had, and the peak "
+               "checkpoint is this candidate's delivered policy (its success, video and model file)"
+               if comparison.peak_delivered else
+               f"not apart beyond noise ({test}): the final policy is kept as this candidate's policy")
     lines = [
         f"Peak checkpoint vs final policy: success peaked during training at step {comparison.steps:,} "
         f"({comparison.during_training.text()}). On the final evaluation's {n} episodes the peak checkpoint succeeds in "

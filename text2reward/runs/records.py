@@ -197,7 +197,15 @@ class TrainingSummary:
                    mean_return=float(result["mean_return"]), mean_native_return=float(result["mean_native_return"]),
                    steps=int(result["steps"]), wall_seconds=float(result["wall_seconds"]),
                    steps_per_second=float(result["steps_per_second"]), curve=list(result["curve"]), episodes=int(episodes),
-                   eval_episodes=int(result.get("eval_episodes") or DEFAULT_EVAL_EPISODES))
+                   eval_episodes=int(result.get("eval_episodes") or DEFAULT_EVAL_EPISODES),
+                   extra={k: result[k] for k in ("delivered", "final_policy") if result.get(k)})
+
+    @property
+    def delivered_peak(self) -> Json | None:
+        """{policy, steps, p_value, only_peak, only_final} when the peak checkpoint is the delivered policy (better beyond
+        noise than the final one on the same episodes), else None: the final policy is the candidate's."""
+        delivered = self.extra.get("delivered")
+        return delivered if isinstance(delivered, dict) and delivered.get("policy") == "peak" else None
 
     def to_dict(self) -> Json:
         return {**self.extra, "success_rate": self.success_rate, "best_success_rate": self.best_success_rate,

@@ -213,6 +213,10 @@ def candidate_rows(candidates: list[Candidate]) -> list[str]:
         if c.parent:
             note = f"constants of {c.parent} tuned: {tuning_note(c)}"
         training = c.training
+        if training is not None and (peak := training.delivered_peak) is not None:
+            note = (note + "; " if note else "") + (
+                f"delivered policy: the peak checkpoint at step {int(peak['steps']):,} (better than the final policy on the "
+                f"same episodes, {peak['only_peak']} against {peak['only_final']}, McNemar p = {float(peak['p_value']):.3f})")
         lines.append(f"| {c.id} | {c.status.value} | {_fmt(training.success_rate if training else None)} | "
                      f"{_fmt(training.best_success_rate if training else None)} | {note} |")
     return lines

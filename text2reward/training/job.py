@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import traceback
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from policies.checkpoint import remove_checkpoint
 from policies.config import TrainConfig
 from policies.evaluate import model_actor, run_episode
 from policies.her import flat_observations
-from policies.io import write_json_atomic, write_text_atomic
+from policies.io import atomic_file, write_json_atomic, write_text_atomic
 from policies.reward_modes import DEFAULT_GAMMA, runnable_source
 from policies.reward_program import reward_from_spec
 from policies.stats import Rate
@@ -34,6 +35,8 @@ DONE_FILE = "done.json"
 ERROR_FILE = "error.json"
 PID_FILE = "worker.pid"
 PROGRESS_FILE = "progress.json"
+FINAL_MODEL_FILE = "final_model.zip"
+"""The final policy, kept beside model.zip when the peak checkpoint was better beyond noise and became model.zip."""
 
 
 TRAIN_DIR = "train"
@@ -146,6 +149,9 @@ def analyse_and_film(job: TrainJob, task: Any, reward_fn: Any, record: dict[str,
             record["warnings"].extend(analysis.pop("warnings", []))
             record.update(analysis)
             write_text_atomic(out / "feedback.md", record["feedback_text"])
+            if (record.get("peak") or {}).get("delivered"):
+                deliver_peak(result, record["peak"], Path(config.out_dir))
+                model, _ = load_policy(config.out_dir)  # the video films the delivered policy
         except Exception as exc:
             record["warnings"].append(f"trajectory analysis failed: {_reason(exc)}")
     if not job.video:
@@ -204,8 +210,27 @@ def analyse(task: Any, model: Any, reward_fn: Any, seed: int, episodes: int, res
     if analysed is not None and not analysed.agrees:
         record["warnings"] = ["the analysis's replays of the final evaluation's episodes did not repeat its successes"]
     if peak is not None:
-        record["peak"] = {"steps": peak.steps, "success_on_final_episodes": sum(peak.peak) / len(peak.peak)}
+        record["peak"] = {"steps": peak.steps, "success_on_final_episodes": sum(peak.peak) / len(peak.peak),
+                          "only_peak": peak.only_peak, "only_final": peak.only_final, "p_value": peak.p_value,
+                          "delivered": peak.peak_delivered}
     return record
+
+
+def deliver_peak(result: dict[str, Any], peak: dict[str, Any], out_dir: Path) -> None:
+    """Make the peak checkpoint the candidate's policy: its file becomes model.zip (the final policy is kept beside it
+    as final_model.zip) and the result's success is the peak's on the final evaluation's episodes, the final policy's
+    figures kept under `final_policy`. Why: a peak that is better beyond noise on the same episodes (McNemar) is the
+    better policy; ranking, video, the Python result and the report then all speak of the one that is delivered."""
+    model, peak_file = Path(result["model_path"]), Path(result["peak"]["model_path"])
+    shutil.copyfile(model, out_dir / FINAL_MODEL_FILE)
+    with atomic_file(model) as handle:
+        handle.write(peak_file.read_bytes())
+    episodes = int(result.get("final_eval_episodes") or len((result.get("final_eval") or {}).get("episodes") or []))
+    result["final_policy"] = {"success_rate": result["success_rate"], "episodes": episodes,
+                              "model_path": str(out_dir / FINAL_MODEL_FILE)}
+    result["success_rate"] = float(peak["success_on_final_episodes"])
+    result["delivered"] = {"policy": "peak", "steps": int(peak["steps"]), "p_value": float(peak["p_value"]),
+                           "only_peak": int(peak["only_peak"]), "only_final": int(peak["only_final"])}
 
 
 def _reason(exc: BaseException) -> str:
