@@ -349,7 +349,7 @@ FORGED = [
     ("packed_before_names", 1, b"\x00\x00\x00\x11R" + b"\x00" * 16, "malformed reply"),
     # a packed reply with one number too many for the names already checked
     ("packed_wrong_size", 2, b"\x00\x00\x00\x19R" + b"\x00" * 24, "malformed reply"),
-    ("huge_length", 2, b"\xff\xff\xff\xff", "exceeds the 4,194,304-byte limit"),
+    ("huge_length", 2, b"\xff\xff\xff\xff", "exceeds the 65,536-byte limit"),
 ]
 
 

@@ -159,7 +159,7 @@ class CallChannel:
         clock, own = self.clock(), own_clock()
         before, own_before = clock.read() if clock else None, own.read() if own else None
         if data and self._reader.ready():  # bytes before the request: the process answers calls it was not sent
-            self._unasked()
+            self._check_unasked()
         self._write_call(data, time.monotonic() + limits.wall, limits=limits)
         started = time.monotonic()
         try:
@@ -178,6 +178,18 @@ class CallChannel:
         self._last = after
         split = self.last_split = _own_split(before, after, own_before, own, wall, watch)
         return reply, None if split is None else split[0] + split[1]
+
+    def _check_unasked(self) -> None:
+        """Bytes wait before a request was sent: a reply no one asked for, unless the process simply ended (its end is
+        then named by the write that follows, as on any call)."""
+        try:
+            self._reader.read(0.0, MAX_REPLY_BYTES)
+        except ChannelClosed as exc:
+            if "exceeds" not in str(exc):
+                return
+        except ChannelTimeout:
+            pass  # part of a frame: unasked all the same
+        self._unasked()
 
     def _unasked(self) -> NoReturn:
         """The process wrote a reply no request asked for: one request, one reply is the protocol, so it is the reward
