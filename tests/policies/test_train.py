@@ -88,8 +88,6 @@ def test_a_reward_naming_its_components_as_our_keys_trains_and_forges_nothing(tm
     """Component names `_steps`, `_components`, `_step_success`, `_native`, `steps`, `components` (issue 42): the
     reward's names are data under `components` in every entry; steps, native return and training-time success are
     the environment's, whatever the reward claims (a success test front_flip never meets in 256 random steps)."""
-    from text2reward.runs.records import Candidate, component_history, kept_training_result
-
     names = ["_steps", "_components", "_step_success", "_native", "steps", "components"]
     reward = tmp_path / "bent.py"
     reward.write_text("def compute_dense_reward(self, action):\n"
@@ -108,6 +106,8 @@ def test_a_reward_naming_its_components_as_our_keys_trains_and_forges_nothing(tm
         assert sorted(entry["components"]) == sorted(names)
         assert entry["step_success"] == 0.0 and abs(entry["native"]) < 1e6  # the environment's, not the reward's 1.0 and 1e300
         assert entry["components"]["_step_success"]["mean"] == 1.0 and entry["components"]["_steps"]["max"] == 1e300
+    from text2reward.runs.records import Candidate, component_history, kept_training_result
+
     assert component_history(data) == history  # well formed as written
     candidate = Candidate.from_dict({"id": "r0-s0", "round": 0, "sample": 0, "status": "trained",
                                      "training_result": kept_training_result(data)})

@@ -149,10 +149,11 @@ def test_names_made_from_the_state_are_bounded_over_a_training(mechanism, sample
 
 
 def forging(frame: bytes, at: int) -> str:
-    """A reward that writes `frame` on its reply pipe at its `at`-th call, then answers as usual."""
-    code = reward('{"reach": -d}', LINT_OFF + "calls = []\n").replace(
-        "    d = float", f"    calls.append(1)\n    if len(calls) == {at}:\n        write_reply({frame!r})\n    d = float")
-    return code
+    """A reward that writes `frame` on its reply pipe at its `at`-th call in place of its answer (it then waits, so
+    the forged frame is the only reply the parent reads)."""
+    return reward('{"reach": -d}', LINT_OFF + "calls = []\n").replace(
+        "    d = float", f"    calls.append(1)\n    if len(calls) == {at}:\n        write_reply({frame!r})\n"
+        "        real('time').sleep(30)\n    d = float")
 
 
 def framed(payload: bytes) -> bytes:
