@@ -338,10 +338,19 @@ def forge(data):
             pass
 
 
+def wait():
+    """Sleep past the parent's judgement, so the forged frame is the only reply it reads (a second reply is refused
+    as one no request asked for: test_reward_names)."""
+    for cls in ().__class__.__bases__[0].__subclasses__():
+        if cls.__name__ == "catch_warnings":
+            cls()._module.__builtins__["__import__"]("time").sleep(30)
+
+
 def compute_dense_reward(self, action):
     calls.append(1)
     if len(calls) == FORGE_AT:
         forge(FRAME)
+        wait()
     return 0.0
 '''
 FORGED = [
