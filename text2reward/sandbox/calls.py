@@ -271,6 +271,8 @@ class CallChannel:
                 continue
             times = watch.sample()
             broken = limits.broken(times) if times is not None else None
+            if broken == "wall":  # kept from running, not reading: the backstop's, as on any call
+                raise ChannelTimeout("the other end stopped reading")
             if broken is not None and times is not None:
                 self._kill()
                 spent = f"{times.cpu * 1000:.0f} ms of CPU" if broken == "cpu" else f"{times.blocked * 1000:.0f} ms blocked"
