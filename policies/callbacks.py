@@ -20,7 +20,10 @@ class ComponentStatsCallback(BaseCallback):
     """Every `log_every` env steps, record each reward component's mean/min/max over the window.
 
     The history feeds TensorBoard (`reward/<name>`) and the reward-reflection feedback, which
-    needs each component's trajectory over training.
+    needs each component's trajectory over training. Each entry is
+    `{"steps", "components": {name: {mean, min, max}}, "native", "step_success"}`: the reward's names are data, kept
+    only as keys of `components` (a reward naming a component `_steps` or `step_success` can neither overwrite nor
+    forge a key of ours), and `native`/`step_success` come from the environment's own `info`, never from the reward.
     """
 
     def __init__(self, log_every: int = 1000):
@@ -28,6 +31,9 @@ class ComponentStatsCallback(BaseCallback):
         self.log_every = log_every
         self.history: list[dict[str, Any]] = []
         self._window: dict[str, list[float]] = {}
+        """The reward's components this window, by the reward's names."""
+        self._env_window: dict[str, list[float]] = {}
+        """The environment's figures this window (ENV_FIGURES), apart from the reward's names."""
         self._last_flush = 0
 
     def _on_step(self) -> bool:
@@ -35,8 +41,8 @@ class ComponentStatsCallback(BaseCallback):
             for key, value in info.get("reward_components", {}).items():
                 self._window.setdefault(key, []).append(value)
             if "native_reward" in info:
-                self._window.setdefault("_native", []).append(info["native_reward"])
-                self._window.setdefault("_step_success", []).append(float(info["step_success"]))
+                self._env_window.setdefault("native", []).append(float(info["native_reward"]))
+                self._env_window.setdefault("step_success", []).append(float(info["step_success"]))
         if self.num_timesteps - self._last_flush >= self.log_every:
             self.flush()
         return True
@@ -46,26 +52,35 @@ class ComponentStatsCallback(BaseCallback):
 
     def state(self) -> dict[str, Any]:
         """What a resumed training needs to go on with the same history and window (policies.resume)."""
-        return {"history": self.history, "window": self._window, "last_flush": int(self._last_flush)}
+        return {"history": self.history, "window": self._window, "env_window": self._env_window, "last_flush": int(self._last_flush)}
 
     def restore(self, state: dict[str, Any]) -> None:
         self.history, self._window, self._last_flush = list(state["history"]), dict(state["window"]), int(state["last_flush"])
+        self._env_window = dict(state.get("env_window") or {})
+        if "env_window" not in state:  # a checkpoint from before the two windows: its figures were "_native", "_step_success"
+            for ours in ENV_FIGURES:
+                if f"_{ours}" in self._window:
+                    self._env_window[ours] = self._window.pop(f"_{ours}")
 
     def flush(self) -> None:
-        if not self._window:
+        if not self._window and not self._env_window:
             return
         entry: dict[str, Any] = {"steps": int(self.num_timesteps), "components": {}}
         for key, values in self._window.items():
             array = np.asarray(values)
             stats = {"mean": float(array.mean()), "min": float(array.min()), "max": float(array.max())}
-            if key.startswith("_"):
-                entry[key[1:]] = stats["mean"]
-            else:
-                entry["components"][key] = stats
-                self.logger.record(f"reward/{key}", stats["mean"])
+            entry["components"][key] = stats
+            self.logger.record(f"reward/{key}", stats["mean"])
+        for ours in ENV_FIGURES:
+            if self._env_window.get(ours):
+                entry[ours] = float(np.mean(self._env_window[ours]))
         self.history.append(entry)
-        self._window = {}
+        self._window, self._env_window = {}, {}
         self._last_flush = self.num_timesteps
+
+
+ENV_FIGURES = ("native", "step_success")
+"""What a history entry holds from the environment itself, beside the reward's components."""
 
 
 STOP_CHECK_EVERY = 32

@@ -29,7 +29,7 @@ from text2reward.preflight import budget_warning
 from text2reward.runs import layout
 from text2reward.runs.lock import RunLock
 from text2reward.runs.ranking import best_candidate, tie_summary
-from text2reward.runs.records import FinalSummary, RoundPrompt, RoundSummary, Untrained, untrained_reason
+from text2reward.runs.records import Candidate, FinalSummary, RoundPrompt, RoundSummary, Untrained, untrained_reason
 from text2reward.runs.report import write_report
 from text2reward.runs.run_events import (
     CandidateStoppedEarly,
@@ -233,16 +233,18 @@ class Loop:
                                self.store.relative(self.store.paths.keypoints / "keypoints.json"))
 
     # --- training ------------------------------------------------------------------------------------------
-    def job(self, out_dir: Path, reward: str, code_path: Path | None, seed: int, video: bool, early_stop: bool = False) -> TrainJob:
+    def job(self, out_dir: Path, reward: str, code_path: Path | None, seed: int, video: bool, early_stop: bool = False,
+            candidate: Candidate | None = None) -> TrainJob:
         return TrainJob(train=self.config.train_config(self.task.id, out_dir / TRAIN_DIR, reward, seed, early_stop=early_stop),
-                        code_path=str(code_path) if code_path else None, task_file=self.config.task_file, video=video)
+                        code_path=str(code_path) if code_path else None, task_file=self.config.task_file, video=video,
+                        component_names=candidate.validated_names if candidate is not None else None)
 
     def train_round(self, round_index: int) -> None:
         pending = [c for c in self.store.candidates(round_index) if c.status.needs_training and c.code_file]
         if not pending:
             return
         jobs = [self.job(self.store.paths.training_dir(round_index, c.sample), "code", self.store.root / str(c.code_file),
-                         self.config.seed, self.config.video, early_stop=True) for c in pending]
+                         self.config.seed, self.config.video, early_stop=True, candidate=c) for c in pending]
         by_dir = {job.out_dir: candidate for job, candidate in zip(jobs, pending)}
         self.emit(TrainingStarted(round_index, tuple(c.id for c in pending), self.config.workers))
 
@@ -303,7 +305,7 @@ class Loop:
         # the best's jobs are keyed by candidate: a later, better candidate never reuses these results
         if self.config.compare_expert and self.task.has_expert_reward:
             arms.append(("expert", "expert", "expert", None))
-        jobs = [(arm, self.job(self.store.paths.final_job(folder, seed), reward, code, seed, False))
+        jobs = [(arm, self.job(self.store.paths.final_job(folder, seed), reward, code, seed, False, candidate=best if reward == "code" else None))
                 for arm, folder, reward, code in arms for seed in seeds]
         for _, job in jobs:
             job.analysis_episodes = 0

@@ -75,6 +75,9 @@ def test_heuristic_run_two_rounds_with_report(tmp_path):
         assert (directory / "training" / "train" / "result.json").is_file()
         assert (directory / "training" / "feedback.md").read_text().strip()
         assert (directory / "training" / "rollout.mp4").stat().st_size > 1000
+        # validation's names bind its training: the job carries them (a new name in training fails the candidate)
+        job = json.loads((directory / "training" / "job.json").read_text())
+        assert job["component_names"] == c.validation["component_names"] and job["component_names"]
     final = store.final_summary()
     assert final.best_candidate in {c.id for c in candidates}
     assert len(final.best.success_rates) == 1

@@ -82,3 +82,33 @@ def test_t2r_train_records_the_settings_it_used(tmp_path):
     assert data["steps"] == 150 and [p["steps"] for p in data["curve"]] == [150]
     assert data["hyperparams"]["eval_episodes"] == 1 and data["hyperparams"]["eval_freq"] == 150  # the flag beats --hp and the YAML
     assert data["hyperparams"]["algo_kwargs"] == {**data["hyperparams"]["algo_kwargs"], "learning_starts": 50, "batch_size": 16}
+
+
+def test_a_reward_naming_its_components_as_our_keys_trains_and_forges_nothing(tmp_path):
+    """Component names `_steps`, `_components`, `_step_success`, `_native`, `steps`, `components` (issue 42): the
+    reward's names are data under `components` in every entry; steps, native return and training-time success are
+    the environment's, whatever the reward claims (a success test front_flip never meets in 256 random steps)."""
+    names = ["_steps", "_components", "_step_success", "_native", "steps", "components"]
+    reward = tmp_path / "bent.py"
+    reward.write_text("def compute_dense_reward(self, action):\n"
+                      "    v = self.torso.pitch_velocity\n"
+                      "    return v, {'_steps': 1e300, '_components': 0.5, '_step_success': 1.0, '_native': 1e300, "
+                      "'steps': v, 'components': -v}\n")
+    config = TrainConfig(task_id="hopper/front_flip", out_dir=tmp_path / "out", reward=str(reward), steps=256,
+                         eval_freq=256, eval_episodes=1, overrides={"n_steps": 64, "batch_size": 32})
+    result = train(config)
+    data = json.loads((tmp_path / "out" / RESULT_FILE).read_text())
+    history = data["components"]
+    assert history and history[-1]["steps"] >= 256
+    for entry in history:
+        assert set(entry) == {"steps", "components", "native", "step_success"}
+        assert isinstance(entry["steps"], int) and entry["steps"] < 1000
+        assert sorted(entry["components"]) == sorted(names)
+        assert entry["step_success"] == 0.0 and abs(entry["native"]) < 1e6  # the environment's, not the reward's 1.0 and 1e300
+        assert entry["components"]["_step_success"]["mean"] == 1.0 and entry["components"]["_steps"]["max"] == 1e300
+    from text2reward.runs.records import Candidate, component_history, kept_training_result
+
+    assert component_history(data) == history  # well formed as written
+    candidate = Candidate.from_dict({"id": "r0-s0", "round": 0, "sample": 0, "status": "trained",
+                                     "training_result": kept_training_result(data)})
+    assert candidate.training_result["components"] == history and result.components == history

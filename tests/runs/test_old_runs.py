@@ -89,3 +89,38 @@ def test_a_finished_old_run_resumes_without_training_again(runs):
     assert result.status == RunStatus.FINISHED and result.best is not None
     assert {p: p.stat().st_mtime_ns for p in (runs / run_id).rglob("done.json")} == before  # nothing retrained
     assert {row["run_id"] for row in list_runs(runs)} >= {Path(r).name for r in FINISHED}
+
+
+BENT = [  # what a reward naming its components `_components`, `_steps` and `_step_success` made of a history entry
+    {"steps": 1e300, "components": 0.5, "native": -0.1},
+    {"steps": 100, "components": {"reach": {"mean": 0.1, "min": 0.0, "max": 0.2}, "bad": 3.0}, "step_success": 7.0},
+    "not an entry",
+]
+
+
+def test_a_run_whose_reward_bent_its_records_still_opens_reports_renders_and_resumes(runs):
+    """Records written before component names had a namespace of their own: the bent entries are left out, the rest
+    reads as before, and nothing fails for ever after (report, dashboard page, `t2r report`, resume, the feedback)."""
+    from text2reward.feedback import reward_reflection
+
+    run_id = Path(FINISHED[1]).name
+    for path in (runs / run_id).rglob("candidate.json"):
+        record = json.loads(path.read_text())
+        if record.get("training_result"):
+            record["training_result"]["components"] = BENT + record["training_result"]["components"]
+            path.write_text(json.dumps(record))
+    store = RunStore(runs / run_id)
+    trained = [c for c in store.candidates() if c.training_result]
+    assert trained
+    for candidate in trained:
+        history = candidate.training_result["components"]
+        assert history[0] == {"steps": 100, "components": {"reach": {"mean": 0.1, "min": 0.0, "max": 0.2}}}
+        assert all(isinstance(entry["components"], dict) and isinstance(entry["steps"], int) for entry in history)
+        text = reward_reflection(candidate.training_result)
+        assert "1e+300" not in text and "reach:" in text
+    assert "## Final comparison" in write_report(store).read_text()
+    assert load_run(store, lambda relative: f"/files/{relative}").best_id is not None
+    reported = cli("report", run_id, "--runs-dir", str(runs))
+    assert reported.returncode == 0, reported.stderr
+    result = RewardSearch.resume(run_id, runs)
+    assert result.status == RunStatus.FINISHED and result.best is not None

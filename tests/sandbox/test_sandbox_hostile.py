@@ -338,10 +338,19 @@ def forge(data):
             pass
 
 
+def wait():
+    """Sleep past the parent's judgement, so the forged frame is the only reply it reads (a second reply is refused
+    as one no request asked for: test_reward_names)."""
+    for cls in ().__class__.__bases__[0].__subclasses__():
+        if cls.__name__ == "catch_warnings":
+            cls()._module.__builtins__["__import__"]("time").sleep(30)
+
+
 def compute_dense_reward(self, action):
     calls.append(1)
     if len(calls) == FORGE_AT:
         forge(FRAME)
+        wait()
     return 0.0
 '''
 FORGED = [
@@ -349,7 +358,7 @@ FORGED = [
     ("packed_before_names", 1, b"\x00\x00\x00\x11R" + b"\x00" * 16, "malformed reply"),
     # a packed reply with one number too many for the names already checked
     ("packed_wrong_size", 2, b"\x00\x00\x00\x19R" + b"\x00" * 24, "malformed reply"),
-    ("huge_length", 2, b"\xff\xff\xff\xff", "exceeds the 4,194,304-byte limit"),
+    ("huge_length", 2, b"\xff\xff\xff\xff", "exceeds the 65,536-byte limit"),
 ]
 
 

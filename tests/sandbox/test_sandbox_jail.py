@@ -348,7 +348,7 @@ def compute_dense_reward(self, action):
         ([1.0, {"r": 1.0}], "exited with code 0"),  # a well-formed answer to one call buys nothing: the next call finds it gone
         (["1" * 400, {"r": 1.0}], "malformed reply"),
         ([10**400, {"r": 1.0}], "exited with code 0"),  # huge integers parse as floats (inf), never crash the parent
-        ([2.0, {"\x1b[31mred": 1.0}], "not a short printable name"),
+        ([2.0, {"\x1b[31mred": 1.0}], "is not a plain name"),
         ({"error": "\x1b]0;owned\x07\x1b[2J" + "x" * 10_000, "kind": "exception", "index": 10**30}, "characters)"),
     ],
     ids=["verdict", "one_answer", "string_number", "huge_integer", "escape_in_name", "escape_in_error"],

@@ -35,7 +35,7 @@ from text2reward.runs.keypoint_record import (
     parse_keypoints,
 )
 from text2reward.runs.ranking import best_candidate
-from text2reward.runs.records import Candidate, PromptContext, RoundPrompt, RunHeader, RunState
+from text2reward.runs.records import Candidate, PromptContext, RoundPrompt, RunHeader, RunState, component_history
 from text2reward.runs.statuses import CandidateStatus, RunStatus
 from text2reward.runs.store import RunStore
 
@@ -407,13 +407,13 @@ def _success_chart(record: Candidate) -> Markup | None:
 
 
 def _components_chart(record: Candidate) -> Markup | None:
-    history = (record.training_result or {}).get("components") or []
-    names = sorted({name for entry in history for name in entry.get("components", {})})
+    history = component_history(record.training_result)
+    names = sorted({name for entry in history for name in entry["components"]})
     if not names:
         return None
     series = []
     for name in names:
-        stats = [(e["steps"], e["components"][name]) for e in history if name in e.get("components", {})]
+        stats = [(e["steps"], e["components"][name]) for e in history if name in e["components"]]
         series.append(Series(
             name, [(x, float(s.get("mean", math.nan))) for x, s in stats],
             band=[(x, float(s.get("min", math.nan)), float(s.get("max", math.nan))) for x, s in stats],

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from policies.stats import Rate
-from text2reward.runs.records import DEFAULT_EVAL_EPISODES
+from text2reward.runs.records import DEFAULT_EVAL_EPISODES, component_history
 
 SAMPLES = 10
 """Points per component trajectory in the reflection (enough to see a trend, short enough to read)."""
@@ -46,8 +46,8 @@ def _fmt(value: float) -> str:
 def _component_series(history: list[dict[str, Any]]) -> dict[str, list[tuple[int, dict[str, float]]]]:
     series: dict[str, list[tuple[int, dict[str, float]]]] = {}
     for window in history:
-        for name, stats in window.get("components", {}).items():
-            series.setdefault(name, []).append((int(window.get("steps", 0)), stats))
+        for name, stats in window["components"].items():
+            series.setdefault(name, []).append((window["steps"], stats))
     return series
 
 
@@ -57,7 +57,7 @@ def component_stats(train_result: Any) -> dict[str, dict[str, float]]:
     `mean` averages the per-window means; `first`/`last` are the first and last window means;
     `share` is |mean| over the summed |mean| of all components (what drowns what).
     """
-    history = _as_dict(train_result).get("components", [])
+    history = component_history(_as_dict(train_result))
     stats: dict[str, dict[str, float]] = {}
     for name, points in _component_series(history).items():
         means = [float(s["mean"]) for _, s in points]
@@ -115,7 +115,7 @@ def reflection_tips(train_result: Any) -> list[str]:
     stats = component_stats(data)
     curve = data.get("curve", [])
     during, final_episodes = evaluation_episodes(data)
-    ever_succeeded = any(float(w.get("step_success", 0.0)) > 0 for w in data.get("components", [])) or any(
+    ever_succeeded = any(w.get("step_success", 0.0) > 0 for w in component_history(data)) or any(
         float(p.get("success_rate", 0.0)) > 0 for p in curve)
     return _constant_tips(stats, ever_succeeded) + _dominance_tips(stats) + _success_tips(data, curve, during, final_episodes)
 
@@ -197,7 +197,7 @@ def _success_tips(data: dict[str, Any], curve: list[dict[str, Any]], during: int
 def reward_reflection(train_result: Any) -> str:
     """Each component's mean over training (~10 samples, with min/mean/max) and the success curve."""
     data = _as_dict(train_result)
-    history = data.get("components", [])
+    history = component_history(data)
     curve = data.get("curve", [])
     lines = [
         f"Reward reflection: the policy trained for {int(data.get('steps', 0)):,} steps with this reward. "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from text2reward.errors import ConfigError
 from text2reward.runs.statuses import CandidateStatus, FailureCause, RunStatus
@@ -217,6 +217,53 @@ class TrainingSummary:
 TRAINING_RESULT_KEYS = ("curve", "components", "success_rate", "eval_episodes", "final_eval_episodes")
 """What a candidate keeps of its whole result.json: what the reflection and the early stopper read."""
 
+COMPONENT_STATS = ("mean", "min", "max")
+ENV_FIGURES = ("native", "step_success")
+"""What a history entry holds from the environment itself (policies.callbacks), apart from the reward's components."""
+
+
+def component_history(result: Any) -> list[Json]:
+    """The well-formed entries of a training result's component history (`{"steps", "components": {name: {mean, min,
+    max}}, "native", "step_success"}`), each rebuilt from its numbers.
+
+    Why: a reward's component names are data, and records written before they had a namespace of their own may hold
+    entries a hostile reward bent (a component `_components` made `components` a number, `_steps` made `steps`
+    1e300, `_step_success` forged the environment's figure). Every reader (report, dashboard, feedback, resume) takes
+    the history through here, so such a record still opens: an entry that is not well formed is left out."""
+    history = result.get("components") if isinstance(result, Mapping) else None
+    if not isinstance(history, list):
+        return []
+    kept: list[Json] = []
+    for entry in history:
+        if not isinstance(entry, Mapping):
+            continue
+        steps, components = entry.get("steps"), entry.get("components")
+        if not (_is_number(steps) and isinstance(components, Mapping)) or not 0 <= float(steps) < 2**62:
+            continue
+        clean: Json = {"steps": int(float(steps)), "components": {}}
+        for name, stats in components.items():
+            if isinstance(name, str) and isinstance(stats, Mapping) and all(_is_number(stats.get(key)) for key in COMPONENT_STATS):
+                clean["components"][name] = {key: float(stats[key]) for key in COMPONENT_STATS}
+        for ours in ENV_FIGURES:
+            if _is_number(entry.get(ours)):
+                clean[ours] = float(entry[ours])
+        if "step_success" in clean and not 0.0 <= clean["step_success"] <= 1.0:  # a fraction of steps, or forged
+            del clean["step_success"]
+        kept.append(clean)
+    return kept
+
+
+def kept_training_result(result: Mapping[str, Any]) -> Json:
+    """What a candidate keeps of its result.json (`TRAINING_RESULT_KEYS`), the component history well formed."""
+    kept = {key: result[key] for key in TRAINING_RESULT_KEYS if key in result}
+    if "components" in kept:
+        kept["components"] = component_history(result)
+    return kept
+
+
+def _is_number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) != float("inf")
+
 
 @dataclass
 class EarlyStop:
@@ -404,6 +451,13 @@ class Candidate:
     def order(self) -> tuple[int, int, str]:
         return (self.round, self.sample, self.id)
 
+    @property
+    def validated_names(self) -> list[str] | None:
+        """The component names its validation saw (its training may use no other); None where the record does not say
+        (a validation from before it kept them, a tuned candidate)."""
+        names = (self.validation or {}).get("component_names")
+        return [name for name in names if isinstance(name, str)] if isinstance(names, list) else None
+
     def finish(self, status: CandidateStatus, reason: str) -> Candidate:
         """Ended before training: `status` with its reason."""
         self.status, self.reason = status, reason
@@ -424,7 +478,7 @@ class Candidate:
             validation=f.opt_obj("validation"), screening=f.opt_obj("screening"), reason=f.opt_text("reason"),
             failure_cause=FailureCause.read(data["failure_cause"]) if f.has("failure_cause") else None,
             failure_numbers=f.opt_text("failure_numbers"), training=f.record("training", TrainingSummary.from_dict),
-            training_result=f.opt_obj("training_result"), feedback_file=f.opt_text("feedback_file"),
+            training_result=_kept_or_none(f.opt_obj("training_result")), feedback_file=f.opt_text("feedback_file"),
             behaviour_text=f.text("behaviour_text", ""), facts=f.numbers("facts"), video_file=f.opt_text("video_file"),
             keyframes=f.texts("keyframes"), warnings=f.texts("warnings"), stopped_early=f.record("stopped_early", EarlyStop.from_dict),
             parent=f.opt_text("parent"), tuned=f.record("tuned", TuningSummary.from_dict),
@@ -447,6 +501,13 @@ class Candidate:
 
 
 # --- a round, the final comparison, the run ---------------------------------------------------------------
+
+
+def _kept_or_none(result: Json | None) -> Json | None:
+    """A stored training result with its component history well formed (`component_history`); extra keys kept."""
+    if result is None or "components" not in result:
+        return result
+    return {**result, "components": component_history(result)}
 
 
 @dataclass

@@ -23,7 +23,7 @@ from text2reward.runs.keypoint_record import (
     read_keypoint_record,
 )
 from text2reward.runs.ranking import best_candidate
-from text2reward.runs.records import Candidate, FinalSummary, RoundPrompt, RunHeader, short_reason
+from text2reward.runs.records import Candidate, FinalSummary, RoundPrompt, RunHeader, component_history, short_reason
 from text2reward.runs.statuses import RunStatus
 from text2reward.runs.store import RunStore
 
@@ -73,7 +73,7 @@ def _plot_curves(store: RunStore, candidates: list[Candidate], final: FinalSumma
 
 
 def _plot_components(store: RunStore, best: Candidate) -> Path | None:
-    history = (best.training_result or {}).get("components") or []
+    history = component_history(best.training_result)
     names = sorted({name for entry in history for name in entry["components"]})
     if not names:
         return None

@@ -9,13 +9,15 @@ child forked by the zygote (runner.py), whose pipes reach the parent directly.
 
 from __future__ import annotations
 
+import os
+import select
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
-from text2reward.sandbox.channel import MAX_REPLY_BYTES, ChannelClosed, ChannelTimeout, FrameReader, frame, write_all
+from text2reward.sandbox.channel import ChannelClosed, ChannelTimeout, FrameReader, frame, write_all
 from text2reward.sandbox.clocks import CallLimits, CallTimes, CallWatch, KernelClock, Reading, own_clock
-from text2reward.sandbox.untrusted import Malformed, loads
+from text2reward.sandbox.untrusted import MAX_REPLY_BYTES, Malformed, loads
 
 POLL_SECONDS = 0.02
 """How often a call still running is judged: a busy loop is stopped within this much CPU past its limit."""
@@ -33,6 +35,13 @@ def _own_time(before: Reading | None, after: Reading | None, own_before: Reading
               wall: float, watch: CallWatch | None) -> float | None:
     """The reward's own seconds in a call (CPU + blocked): the wall clock less the process's and this thread's waits
     for a CPU and its stopped time; None where /proc could not say."""
+    split = _own_split(before, after, own_before, own, wall, watch)
+    return None if split is None else split[0] + split[1]
+
+
+def _own_split(before: Reading | None, after: Reading | None, own_before: Reading | None, own: KernelClock | None,
+               wall: float, watch: CallWatch | None) -> tuple[float, float] | None:
+    """`_own_time` as (CPU, blocked) seconds: what a candidate's budgets over its training add up."""
     if before is None or after is None:
         return None
     cpu = after[0] - before[0]
@@ -42,7 +51,7 @@ def _own_time(before: Reading | None, after: Reading | None, own_before: Reading
         own_after = own.read()
         if own_after is not None:
             blocked -= own_after[1] - own_before[1]
-    return cpu + max(blocked, 0.0)
+    return cpu, max(blocked, 0.0)
 
 
 class SandboxFailure(Exception):
@@ -99,6 +108,8 @@ class CallChannel:
         self._last: Reading | None = None
         self.idle_cpu = 0.0
         """CPU seconds the process used between the previous call's reply and this call's request (it should idle)."""
+        self.last_split: tuple[float, float] | None = None
+        """The last `exchange`'s own time as (CPU, blocked) seconds; None where /proc could not say."""
 
     # --- plain frames (hello, start-up) ---
 
@@ -147,7 +158,9 @@ class CallChannel:
         a process that is neither (stopped, or starved beyond any real load). Raises `CallStopped` then."""
         clock, own = self.clock(), own_clock()
         before, own_before = clock.read() if clock else None, own.read() if own else None
-        self._write_call(data, time.monotonic() + limits.wall)
+        if data and self._reader.ready():  # bytes before the request: the process answers calls it was not sent
+            self._check_unasked()
+        self._write_call(data, time.monotonic() + limits.wall, limits=limits)
         started = time.monotonic()
         try:
             reply = self._reader.read(started + POLL_SECONDS, MAX_REPLY_BYTES)
@@ -158,10 +171,32 @@ class CallChannel:
         except ChannelClosed as exc:
             raise self._closed(str(exc) if "exceeds" in str(exc) else None) from None
         wall = time.monotonic() - started
+        if data and self._reader.buffered():  # more than one reply to one request
+            self._unasked()
         after = clock.read() if clock else None
         self.idle_cpu = 0.0 if before is None or self._last is None else max(before[0] - self._last[0], 0.0)
         self._last = after
-        return reply, _own_time(before, after, own_before, own, wall, watch)
+        split = self.last_split = _own_split(before, after, own_before, own, wall, watch)
+        return reply, None if split is None else split[0] + split[1]
+
+    def _check_unasked(self) -> None:
+        """Bytes wait before a request was sent: a reply no one asked for, unless the process simply ended (its end is
+        then named by the write that follows, as on any call)."""
+        try:
+            self._reader.read(0.0, MAX_REPLY_BYTES)
+        except ChannelClosed as exc:
+            if "exceeds" not in str(exc):
+                return
+        except ChannelTimeout:
+            pass  # part of a frame: unasked all the same
+        self._unasked()
+
+    def _unasked(self) -> NoReturn:
+        """The process wrote a reply no request asked for: one request, one reply is the protocol, so it is the reward
+        code writing on the pipe itself (the harness never does). The candidate's failure, never the machine's."""
+        self._kill()
+        raise SandboxFailure("the reward process wrote replies it was not asked for (reward code must only compute "
+                             "and return its value, never write to the process's pipes)")
 
     def stream(self, frames: Sequence[bytes], limits: CallLimits, window: int = STREAM_WINDOW) -> Iterator[tuple[bytes, float | None]]:
         """Validation's calls, pipelined: up to `window` requests in flight, each reply judged as `exchange` judges one,
@@ -194,12 +229,16 @@ class CallChannel:
             yield reply, _own_time(before, after, own_before, own, now - started, watch)
             started, before, own_before = now, after, own_now
 
-    def _write_call(self, data: bytes, deadline: float, in_flight: bool = False) -> bool:
+    def _write_call(self, data: bytes, deadline: float, in_flight: bool = False, limits: CallLimits | None = None) -> bool:
         """Send one call; False (instead of raising) when the process is gone while earlier calls are `in_flight`.
         Why: what it wrote before it ended is still in the pipe and is judged first (a forged reply is named as one,
-        not as an early exit)."""
+        not as an early exit). A process that stops reading its requests is judged on its clocks meanwhile (`limits`):
+        running or blocked past a limit, it is the reward's doing; only one kept from running reaches the backstop."""
         try:
-            write_all(self._in, data, deadline)
+            if limits is None:
+                write_all(self._in, data, deadline)
+            else:
+                self._write_judged(data, deadline, limits)
         except ChannelTimeout:
             self._kill()
             raise CallStopped("wall", None, None) from None
@@ -208,6 +247,37 @@ class CallChannel:
                 return False
             raise self._closed(str(exc) if "exceeds" in str(exc) else None) from None
         return True
+
+    def _write_judged(self, data: bytes, deadline: float, limits: CallLimits) -> None:
+        """`write_all`, looking at the process's clocks every `POLL_SECONDS` while the pipe stays full."""
+        view = memoryview(data)
+        watch: CallWatch | None = None
+        while view:
+            try:
+                view = view[os.write(self._in, view):]
+                continue
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                raise ChannelClosed(f"the other end closed the pipe ({exc.strerror})") from exc
+            if select.select([], [self._in], [], POLL_SECONDS)[1]:
+                continue
+            if time.monotonic() >= deadline:
+                raise ChannelTimeout("the other end stopped reading")
+            clock = self.clock()
+            if watch is None:
+                reading = clock.read() if clock is not None else None
+                watch = CallWatch(clock, reading, time.monotonic()) if clock is not None and reading is not None else None
+                continue
+            times = watch.sample()
+            broken = limits.broken(times) if times is not None else None
+            if broken == "wall":  # kept from running, not reading: the backstop's, as on any call
+                raise ChannelTimeout("the other end stopped reading")
+            if broken is not None and times is not None:
+                self._kill()
+                spent = f"{times.cpu * 1000:.0f} ms of CPU" if broken == "cpu" else f"{times.blocked * 1000:.0f} ms blocked"
+                raise SandboxFailure(f"the reward process stopped reading its requests ({spent} while the next one waited); "
+                                     "reward code must only compute and return its value")
 
     def _wait_judged(self, limits: CallLimits, started: float, watch: CallWatch | None) -> bytes:
         """Poll for the reply; between polls, judge the call on the process's clocks read at that moment."""

@@ -20,8 +20,6 @@ import struct
 import time
 
 HEADER = struct.Struct(">I")
-MAX_REPLY_BYTES = 4 * 1024 * 1024
-"""The parent refuses larger replies: a reward step's answer is a few hundred bytes."""
 
 
 class ChannelClosed(Exception):
@@ -92,6 +90,14 @@ class FrameReader:
         self._buffer = bytearray()
         self._poll = select.poll()
         self._poll.register(fd, select.POLLIN)
+
+    def buffered(self) -> int:
+        """Bytes read past the last frame returned (the start of another frame)."""
+        return len(self._buffer)
+
+    def ready(self) -> bool:
+        """Whether bytes wait to be read (or the other end closed), without waiting."""
+        return bool(self._buffer) or bool(self._poll.poll(0))
 
     def read(self, deadline: float | None = None, max_bytes: int | None = None) -> bytes:
         """The next frame's payload, waiting at most until `deadline` (time.monotonic()) when given."""

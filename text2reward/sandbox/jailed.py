@@ -38,7 +38,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from text2reward.sandbox.channel import ChannelClosed, FrameReader, frame, read_frame, write_all
-from text2reward.sandbox.untrusted import MAX_COMPONENTS, MAX_NAME_CHARS, is_clean_name
+from text2reward.sandbox.untrusted import MAX_COMPONENTS, MAX_ERROR_CHARS, is_clean_name, name_problem
 
 if TYPE_CHECKING:  # annotations only: the jailed process imports as little as it can before its limits
     from collections.abc import Callable
@@ -368,10 +368,8 @@ def _check_components(components: dict) -> None:
     if len(components) > MAX_COMPONENTS:
         raise RewardProgramError(f"the reward returns {len(components)} components; return at most {MAX_COMPONENTS} named terms")
     for name in components:
-        if len(name) > MAX_NAME_CHARS:
-            raise RewardProgramError(f"component name {name[:20]!r}... is {len(name)} characters; use short names (at most {MAX_NAME_CHARS})")
         if not is_clean_name(name):
-            raise RewardProgramError(f"component name {name[:20]!r} holds control characters; use printable names like 'reach'")
+            raise RewardProgramError(name_problem(name) if isinstance(name, str) else f"component name {name!r} is not a string")
 
 
 def _kind(exc: BaseException) -> str:
@@ -409,7 +407,8 @@ def format_error(exc: BaseException, code: str) -> str:
             out.append(f"  ... {len(frames) - MAX_TRACE_FRAMES} earlier frames ...")
         out.extend(frames[-MAX_TRACE_FRAMES:])
     out.append(f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__)
-    return "\n".join(out)
+    text = "\n".join(out)
+    return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS - 40] + f"... ({len(text):,} characters)"  # untrusted.ERROR_REPLY_BYTES
 
 
 if __name__ == "__main__":

@@ -43,6 +43,22 @@ class Limits:
     calls: a reward that turns slow after validation (a few ms of sleep per call) fails instead of
     stretching training."""
     slow_window: int = 256
+    total_cpu_seconds: float = 60.0
+    total_cpu_per_call: float = 0.005
+    """A candidate's budget of CPU time over its whole training: `total_cpu_seconds` plus `total_cpu_per_call` for each
+    call so far, counting the reward process's CPU per call and this process's own time parsing its replies. Why
+    both: the per-call limit and the windowed median each see one call or one window, so a reward slow on a minority
+    of calls passes both. Why these: validation accepts a mean of 2 ms per call (`max_call_us`) and a numpy reward
+    takes ~8 us; 5 ms a call is 2.5x the first and ~600x the second, so a reward validation passed stays far inside
+    on a busy machine (its waits for a CPU do not count), while one averaging more would at least halve training;
+    the 60 s grant lets rare costly states through."""
+    total_blocked_seconds: float = 30.0
+    total_blocked_per_call: float = 0.002
+    """A candidate's budget of blocked time (sleeping, waiting) over its whole training: `total_blocked_seconds` plus
+    `total_blocked_per_call` for each call so far. Why: a reward sleeping 0.45 s on 45% of calls stays under the
+    per-call limit and the median and trains at 5 steps/s instead of ~200; the budget stops it after ~150 calls. A
+    numpy reward blocks ~0 (a page fault at most), and this process's measurement errs by at most 0.1 ms a call
+    (calls.PARENT_WAIT_MATTERS): 2 ms a call is 20x that, and the 30 s grant covers a machine short of memory."""
     open_files: int = 16
     """RLIMIT_NOFILE once untrusted code runs (the jail lets it open no file anyway)."""
     max_call_us: float = 2000.0

@@ -23,7 +23,7 @@ from text2reward.sandbox.calls import CallChannel, SandboxFailure
 from text2reward.sandbox.clocks import CallLimits
 from text2reward.sandbox.isolation import active_isolation, jail_spec, launch_argv, worker_env
 from text2reward.sandbox.limits import Limits
-from text2reward.sandbox.untrusted import Malformed, clean_text, loads, parse_output
+from text2reward.sandbox.untrusted import COMPONENT_REPLY_BYTES, MAX_COMPONENTS, Malformed, clean_text, loads, parse_output
 from text2reward.sandbox.wire import REPLY, reply_struct
 
 
@@ -250,11 +250,18 @@ class ReplyDecoder:
     """Decodes a training worker's replies: JSON, checked by `parse_output`, or packed doubles.
 
     Packed replies carry no names: they reuse the names of the last JSON reply, which this side
-    has already checked, and must be exactly one double per name plus the total."""
+    has already checked, and must be exactly one double per name plus the total.
 
-    def __init__(self) -> None:
+    The names a candidate may use are bounded per run: `names`, the set its validation saw, when given (a name
+    outside it is the candidate's error: `NewName`); else at most `MAX_COMPONENTS` distinct names over the
+    process's life. A JSON reply with components longer than any such reply can be is refused before it is parsed."""
+
+    def __init__(self, names: frozenset[str] | None = None, seen: set[str] | None = None) -> None:
         self._names: tuple[str, ...] = ()  # set with _struct by the first JSON reply
         self._struct: struct.Struct | None = None
+        self.allowed = names
+        self.seen = seen if seen is not None else set()
+        """Every name this candidate has returned so far (shared by the decoders of its successive workers)."""
 
     def decode(self, data: bytes) -> tuple[float, dict[str, float]] | dict[str, Any]:
         """(total, components), or the worker's error reply (a dict with "error")."""
@@ -263,6 +270,9 @@ class ReplyDecoder:
                 raise SandboxFailure("the reward process sent a malformed reply")
             values = self._struct.unpack_from(data, 1)
             return values[0], dict(zip(self._names, values[1:]))
+        if data[:1] != b"{" and len(data) > COMPONENT_REPLY_BYTES:  # not an error, and longer than any answer
+            raise SandboxFailure(f"the reward process sent a reply of {len(data):,} bytes, longer than any answer can be "
+                                 f"({COMPONENT_REPLY_BYTES:,})")
         try:
             reply = loads(data)
             if isinstance(reply, dict) and "error" in reply:
@@ -270,8 +280,27 @@ class ReplyDecoder:
             total, components = parse_output(reply)
         except Malformed as exc:
             raise SandboxFailure(str(exc)) from None
+        self._check_names(components)
         self._names, self._struct = tuple(components), reply_struct(len(components))
         return total, components
+
+    def _check_names(self, components: dict[str, float]) -> None:
+        new = [name for name in components if name not in self.seen]
+        if not new:
+            return
+        if self.allowed is not None:
+            unknown = [name for name in new if name not in self.allowed]
+            if unknown:
+                raise NewName(f"the reward returned component {unknown[0]!r}, which it never returned in validation "
+                              f"(there: {', '.join(sorted(self.allowed)) or 'none'}); return the same named terms on every state")
+        if len(self.seen) + len(new) > MAX_COMPONENTS:
+            raise NewName(f"the reward returned more than {MAX_COMPONENTS} different component names; return a fixed, small set "
+                          "of named terms (never names made from the state)")
+        self.seen.update(new)
+
+
+class NewName(SandboxFailure):
+    """A candidate's component name beyond its set: one its validation never saw, or past the bound per run."""
 
 
 class _Tail:

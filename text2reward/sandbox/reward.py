@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -49,10 +50,15 @@ STARTUP_BLOCKED_SECONDS = 30.0
 class SandboxedReward:
     """Implements `policies.reward_program.RewardFunction`; raises `RewardProgramError` on any failure."""
 
-    def __init__(self, source: str, name: str = "program", limits: Limits | None = None):
+    def __init__(self, source: str, name: str = "program", limits: Limits | None = None, names: Iterable[str] | None = None):
         self.source = source
         self.name = name
         self.limits = limits or Limits()
+        self.names = frozenset(names) if names is not None else None
+        """The component names its validation saw (`ValidationReport.component_names`): a call returning another fails
+        the candidate. None (a reward file, older jobs): at most `MAX_COMPONENTS` names over its training."""
+        self._cpu_total = self._blocked_total = 0.0
+        self._seen_names: set[str] = set()
         self._worker: WorkerProcess | None = None
         self._encoder: ViewEncoder | None = None
         self._replies: ReplyDecoder | None = None
@@ -73,7 +79,9 @@ class SandboxedReward:
         data = encoder.encode(view, np.asarray(action))
         try:
             raw, own = worker.exchange(data, self.call_limits)
+            parsing = time.perf_counter()
             reply = replies.decode(raw)
+            parsing = time.perf_counter() - parsing  # this process's time on the reply: the candidate's
         except CallStopped as exc:
             self._fail(f"reward program '{self.name}' failed at call {self._calls + 1}: {exc}", exc.numbers(), exc.by_machine)
         except SandboxFailure as exc:
@@ -87,6 +95,7 @@ class SandboxedReward:
                        "anything outside compute_dense_reward (timers, signal handlers)")
         if own is not None:
             self._own_times.append(own)
+        self._add_to_budgets(worker.calls.last_split, parsing)
         if isinstance(reply, dict):
             error = clean_text(reply["error"])
             hint = attribute_hint(error, view)
@@ -106,6 +115,29 @@ class SandboxedReward:
             self._call_limits = CallLimits(cpu=self.limits.call_cpu_seconds, blocked=self.limits.call_blocked_seconds,
                                            wall=self.limits.call_wall_seconds)
         return self._call_limits
+
+    def _add_to_budgets(self, split: tuple[float, float] | None, parsing: float) -> None:
+        """Add the call to the candidate's totals of CPU and blocked time; over either budget, it fails (Limits says
+        why these budgets exist beside the per-call limits and the median)."""
+        cpu, blocked = split if split is not None else (0.0, 0.0)
+        self._cpu_total += cpu + parsing
+        self._blocked_total += blocked
+        limits, calls = self.limits, self._calls
+        cpu_budget = limits.total_cpu_seconds + limits.total_cpu_per_call * calls
+        blocked_budget = limits.total_blocked_seconds + limits.total_blocked_per_call * calls
+        if self._blocked_total > blocked_budget:
+            self._fail(f"reward program '{self.name}' failed at call {calls}: its calls spent {self._blocked_total:.1f} s in all "
+                       f"blocked (sleeping or waiting, not computing), over its budget for {calls} calls "
+                       f"({limits.total_blocked_seconds:g} s + {limits.total_blocked_per_call * 1000:g} ms a call); "
+                       "compute_dense_reward must not sleep, wait or block, not even on some calls",
+                       f"blocked {self._blocked_total:.3f} s, CPU {self._cpu_total:.3f} s over {calls} calls (budget {blocked_budget:.3f} s)")
+        if self._cpu_total > cpu_budget:
+            self._fail(f"reward program '{self.name}' failed at call {calls}: its calls used {self._cpu_total:.1f} s of CPU time "
+                       f"in all, over its budget for {calls} calls ({limits.total_cpu_seconds:g} s + "
+                       f"{limits.total_cpu_per_call * 1000:g} ms a call); a reward must cost microseconds on every state: "
+                       "avoid loops and heavy computation in compute_dense_reward",
+                       f"CPU {self._cpu_total:.3f} s (its replies' parsing included), blocked {self._blocked_total:.3f} s over "
+                       f"{calls} calls (budget {cpu_budget:.3f} s)")
 
     def _check_speed(self) -> None:
         """Slow means the reward's own time (CPU + blocked, from the kernel's clocks of the worker, every call), so a
@@ -157,7 +189,7 @@ class SandboxedReward:
             worker.close()
             error = reply.get("error") if isinstance(reply, dict) else None
             self._fail(f"reward program '{self.name}' could not start:\n{clean_text(error)}")
-        self._worker, self._encoder, self._replies = worker, ViewEncoder(modules), ReplyDecoder()
+        self._worker, self._encoder, self._replies = worker, ViewEncoder(modules), ReplyDecoder(self.names, self._seen_names)
         self._idle_cpu, self._started_at = 0.0, time.monotonic()
         return worker
 
@@ -181,11 +213,12 @@ class SandboxedReward:
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickles without its process: a copy in another process starts its own worker."""
-        return {"source": self.source, "name": self.name, "limits": self.limits, "_failure": self._failure}
+        return {"source": self.source, "name": self.name, "limits": self.limits, "names": self.names, "_failure": self._failure}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _worker=None, _encoder=None, _replies=None, _calls=0, _own_times=[], _isolation="",
-                             failure_numbers="", _call_limits=None, _idle_cpu=0.0)
+                             failure_numbers="", _call_limits=None, _idle_cpu=0.0, _cpu_total=0.0, _blocked_total=0.0,
+                             _seen_names=set())
 
 
 def reward_from_file(spec: str, trusted: bool = False, mode: str = "dense") -> Any:

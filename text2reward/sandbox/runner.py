@@ -37,7 +37,7 @@ from text2reward.sandbox.calls import CallChannel, CallStopped, SandboxFailure
 from text2reward.sandbox.clocks import CallLimits
 from text2reward.sandbox.isolation import active_isolation, readable_paths
 from text2reward.sandbox.limits import Limits
-from text2reward.sandbox.process import ReplyDecoder, WorkerProcess, explain_exit, jailed_worker_pid, limit_config
+from text2reward.sandbox.process import NewName, ReplyDecoder, WorkerProcess, explain_exit, jailed_worker_pid, limit_config
 from text2reward.sandbox.untrusted import Malformed, clean_text, loads
 from text2reward.sandbox.wire import ViewEncoder
 
@@ -130,7 +130,9 @@ def _drive(child: ValidationChild, samples: list[tuple[Any, np.ndarray]], module
             outputs: list[Output] = []
             frames = [encoder.encode(view, np.asarray(action)) for view, action in samples]  # schemas in the first pass only
             for index, (raw, own) in enumerate(child.calls.stream(frames, calls)):
+                parsing = time.perf_counter()
                 reply = decoder.decode(raw)
+                parsing = time.perf_counter() - parsing  # this process's time on the reply is the candidate's too
                 if isinstance(reply, dict):
                     kind = reply.get("kind")
                     result.error, result.failed_index = clean_text(reply["error"]), index
@@ -138,10 +140,12 @@ def _drive(child: ValidationChild, samples: list[tuple[Any, np.ndarray]], module
                     return
                 outputs.append(reply)
                 if repeat == 0:
-                    result.seconds.append(own if own is not None else 0.0)
+                    result.seconds.append((own if own is not None else 0.0) + parsing)
             result.passes.append(outputs)
     except CallStopped as exc:
         result.error, result.error_kind = str(exc), "process"
+    except NewName as exc:  # more names than a run may have: the reward's output, told as such
+        result.error, result.error_kind = str(exc), "output"
     except SandboxFailure as exc:  # a malformed reply or a child that died: the candidate's, never the zygote's
         result.error, result.error_kind = str(exc), "process"
 

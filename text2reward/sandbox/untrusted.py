@@ -16,7 +16,26 @@ from typing import Any
 
 MAX_ERROR_CHARS = 4000
 MAX_COMPONENTS = 64
+"""Component names per call, and distinct names per candidate over a validation or a training (a reward has a
+handful of terms; 64 is far beyond any the prompts ask for, and bounds every record, statistic and prompt that lists them)."""
 MAX_NAME_CHARS = 64
+NAME_PATTERN = re.compile(rf"[A-Za-z_][A-Za-z0-9_]{{0,{MAX_NAME_CHARS - 1}}}", re.ASCII)
+"""A component name is identifier-like: ASCII letters, digits and underscores, not starting with a digit, at most
+`MAX_NAME_CHARS`. Names are data (records keep them under a key of their own), so `_steps` is allowed; the pattern
+keeps them printable and short everywhere they are shown, with no character Markdown, HTML or a terminal reads."""
+FLOAT_TEXT_BYTES = 24
+"""The longest JSON text of a double (`-2.2250738585072014e-308`; `-Infinity` and `NaN` are shorter)."""
+COMPONENT_REPLY_BYTES = 64 + MAX_COMPONENTS * (MAX_NAME_CHARS + FLOAT_TEXT_BYTES + 8)
+"""The longest JSON reply with components `[total, {"name": value, ...}]` can be (~6 KB): each component is its quoted
+name, a colon, a number and a comma with spaces; the total and brackets fit in the constant."""
+ERROR_REPLY_BYTES = 256 + 12 * MAX_ERROR_CHARS
+"""The longest error reply `{"error": text, "kind": ...}` a worker sends (~48 KB): its text is cut to `MAX_ERROR_CHARS`
+characters (jailed.format_error), each at most 12 bytes of JSON (a surrogate pair, `\\ud83d\\ude00`)."""
+MAX_REPLY_BYTES = 64 * 1024
+"""The parent reads no reply frame larger than this (the frame's header says its size, so a larger one is refused
+before a byte of it is read): above every answer a worker can need (`ERROR_REPLY_BYTES`, `COMPONENT_REPLY_BYTES`),
+far below the megabytes whose parsing would cost the parent's CPU."""
+assert max(ERROR_REPLY_BYTES, COMPONENT_REPLY_BYTES) < MAX_REPLY_BYTES
 MAX_INT_DIGITS = 18
 """Integers with more digits are read as floats (a 400-digit total becomes inf, then fails the finiteness check)."""
 
@@ -37,7 +56,17 @@ def clean_text(text: object, limit: int = MAX_ERROR_CHARS) -> str:
 
 
 def is_clean_name(name: object) -> bool:
-    return isinstance(name, str) and 0 < len(name) <= MAX_NAME_CHARS and clean_text(name) == name and "\n" not in name and "\t" not in name
+    """A component name as `NAME_PATTERN` has it."""
+    return isinstance(name, str) and NAME_PATTERN.fullmatch(name) is not None
+
+
+def name_problem(name: str) -> str:
+    """Why `name` is not a component name, in words the model can act on."""
+    shown = clean_text(name, 40)
+    if len(name) > MAX_NAME_CHARS:
+        return f"component name {shown!r} is {len(name)} characters; use short names (at most {MAX_NAME_CHARS})"
+    return (f"component name {shown!r} is not a plain name; use letters, digits and underscores, not starting with a digit "
+            "(like 'reach' or 'grasp_bonus')")
 
 
 def _bounded_int(text: str) -> int | float:
@@ -63,13 +92,16 @@ def number(value: Any) -> float:
 
 
 def parse_output(item: Any) -> tuple[float, dict[str, float]]:
-    """One (total, components) reply: numbers, at most 64 components with short printable names."""
-    if not (isinstance(item, list) and len(item) >= 2 and isinstance(item[1], dict)) or len(item[1]) > MAX_COMPONENTS:
+    """One (total, components) reply: exactly `[total, {name: number}]`, at most `MAX_COMPONENTS` names that match
+    `NAME_PATTERN` (extra items are malformed: an answer needs none)."""
+    if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], dict)):
         raise Malformed("the reward process sent a malformed reply")
+    if len(item[1]) > MAX_COMPONENTS:
+        raise Malformed(f"the reward returns {len(item[1])} components; return at most {MAX_COMPONENTS} named terms")
     total = number(item[0])
     components: dict[str, float] = {}
     for key, value in item[1].items():
         if not is_clean_name(key):
-            raise Malformed(f"component name {clean_text(key, 40)!r} is not a short printable name; use names like 'reach'")
+            raise Malformed(name_problem(key))
         components[key] = number(value)
     return total, components

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from policies.reward_modes import runnable_source
@@ -33,6 +33,9 @@ class ValidationReport:
     seconds: float = 0.0
     n_states: int = 0
     isolation: str = ""
+    component_names: list[str] = field(default_factory=list)
+    """Every component name the reward returned on the validation's states (a valid name each, at most
+    `MAX_COMPONENTS`): the set its training may use (sandbox.reward.SandboxedReward refuses a new one)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,7 +60,9 @@ def validate(code: str, task: Task, samples: list[Sample] | None = None, limits:
         if hint:
             checks["runs"]["detail"] += f"\n{hint}"
     by_check = {name: [c["detail"]] for name, c in checks.items() if c["ok"] is False}
-    return _report(checks, by_check, started, len(states), result.isolation)
+    report = _report(checks, by_check, started, len(states), result.isolation)
+    report.component_names = sorted({name for run in result.passes for _, components in run for name in components})
+    return report
 
 
 def smoke_checks(result: RunResult, limits: Limits) -> dict[str, dict[str, Any]]:

@@ -53,6 +53,8 @@ class TrainJob:
     train: TrainConfig
     code_path: str | None = None
     """The reward program when `train.reward` is "code"; it runs in the sandbox's jail."""
+    component_names: list[str] | None = None
+    """The component names the program's validation saw: a new one in training fails it (None: a bound on the count only)."""
     task_file: str | None = None
     analysis_episodes: int = 3
     video: bool = False
@@ -113,7 +115,8 @@ def job_reward(job: TrainJob) -> Any:
 
         if job.code_path is None:
             raise ConfigError(f"training job {job.out_dir} trains reward 'code' but names no code_path")
-        return SandboxedReward(runnable_source(Path(job.code_path).read_text(), config.reward_mode), name="candidate")
+        return SandboxedReward(runnable_source(Path(job.code_path).read_text(), config.reward_mode), name="candidate",
+                               names=job.component_names)
     return reward_from_spec(config.reward) if config.reward in ("expert", "sparse") else None
 
 

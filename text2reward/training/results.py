@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from text2reward.runs.records import TRAINING_RESULT_KEYS, Candidate, EarlyStop, FailedSeed, FinalArm, TrainingSummary
+from text2reward.runs.records import Candidate, EarlyStop, FailedSeed, FinalArm, TrainingSummary, kept_training_result
 from text2reward.runs.statuses import CandidateStatus, FailureCause, StopKind
 from text2reward.runs.store import RunStore
 from text2reward.training.job import TrainJob
@@ -38,7 +38,7 @@ def record_outcome(candidate: Candidate, outcome: JobOutcome, store: RunStore) -
     behind = stopped.get("kind") == StopKind.BEHIND
     candidate.status = CandidateStatus.STOPPED_EARLY if behind else CandidateStatus.TRAINED
     candidate.training = TrainingSummary.of_result(result)
-    candidate.training_result = {k: result[k] for k in TRAINING_RESULT_KEYS if k in result}
+    candidate.training_result = kept_training_result(result)
     candidate.feedback_file = store.relative(directory / FEEDBACK_FILE) if (directory / FEEDBACK_FILE).is_file() else None
     candidate.behaviour_text = record.get("behaviour_text", "")
     candidate.facts = {str(k): float(v) for k, v in (record.get("facts") or {}).items()}

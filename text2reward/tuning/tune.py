@@ -30,7 +30,7 @@ from sim_envs import get_task, load_task_file
 from sim_envs.task import Task
 from text2reward.errors import ConfigError, Text2RewardError
 from text2reward.runs.ranking import best_candidate
-from text2reward.runs.records import TRAINING_RESULT_KEYS, Candidate, EarlyStop, TrainingSummary, TuningSummary
+from text2reward.runs.records import Candidate, EarlyStop, TrainingSummary, TuningSummary, kept_training_result
 from text2reward.runs.run_events import Emit, Note, ignore
 from text2reward.runs.statuses import CandidateStatus, StopKind
 from text2reward.runs.store import STOP_FILE, RunStore
@@ -229,7 +229,7 @@ class Tuner:
             id=tuned_id(self.parent.id), round=self.parent.round, sample=self.parent.sample, backend=self.parent.backend,
             model=self.parent.model, rule_based=self.parent.rule_based, code_file=self.store.relative(code_path),
             status=CandidateStatus.STOPPED_EARLY if behind else CandidateStatus.TRAINED, training=TrainingSummary.of_result(result),
-            training_result={k: result[k] for k in TRAINING_RESULT_KEYS if k in result},
+            training_result=kept_training_result(result),
             warnings=[str(w) for w in record.get("warnings") or []], parent=self.parent.id, tuned=summary,
             stopped_early=EarlyStop.from_dict(stopped) if behind else None,
         )
