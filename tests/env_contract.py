@@ -1,5 +1,5 @@
 """What every task's env must do, asserted (Gymnasium's `check_env` mostly warns, and the suite ignored the warnings):
-bounded spaces its observations stay in, an `is_success` flag on every step, the reward a run chooses in place of the
+bounded spaces its observations stay in, an `is_success` flag on every step (the episode's verdict; `step_success` the step's), the reward a run chooses in place of the
 env's own, and the same steps from the same seed."""
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def assert_env_contract(task_id: str, tmp_path: Any) -> None:
             assert env.observation_space.contains(obs), f"a step's observation is outside the space: {obs}"
             assert isinstance(terminated, bool) and isinstance(truncated, bool)
             assert info["is_success"] in (True, False), info["is_success"]
-            assert isinstance(reward, float) and reward == (1.0 if info["is_success"] else 0.0), "the sparse reward is the success flag"
+            assert isinstance(reward, float) and reward == (1.0 if info["step_success"] else 0.0), "the sparse reward is the step's success"
+            assert info["is_success"] or not info["step_success"], "a step's success is the episode's"
             assert info["reward_components"] == {"success": reward} and np.isfinite(info["native_reward"])
             assert own == 0.25 and own_info["reward_components"] == {"quarter": 0.25}, "a chosen reward replaces the env's own"
             np.testing.assert_array_equal(obs, again[0], err_msg="the same actions from one seed must give the same states")

@@ -21,7 +21,8 @@ from text2reward.settings import RunConfig
 from text2reward.training.early_stop import EarlyStopRule, rung_steps
 from text2reward.training.job import DONE_FILE, JOB_FILE, TrainJob
 
-PPO_TINY = {"clip_range": 0.1, "n_steps": 64, "batch_size": 32}
+PPO_TINY = {"clip_range": 0.1, "n_steps": 64, "batch_size": 32, "eval_freq": 64}
+"""`eval_freq` as an --hp, not --eval-freq: the early stopper then has to look the hyper-parameters up."""
 
 
 def test_the_plan_resolves_the_budget_the_algorithm_and_its_flags_once():
@@ -46,7 +47,7 @@ def test_algo_ppo_with_its_hp_trains_and_the_early_stopper_reads_the_workers_pla
     """`t2r run --task metaworld/... --algo ppo --hp clip_range=0.1` passed its checks, then failed in round 0: the early
     stopper looked the hyper-parameters up without --algo (SAC has no clip_range)."""
     config = RunConfig(task_id="metaworld/reach-v3", backend="heuristic", algo="ppo", overrides=dict(PPO_TINY), rounds=1,
-                       samples=1, steps=128, workers=1, final_seeds=0, compare_expert=False, eval_freq=64, eval_episodes=1)
+                       samples=1, steps=128, workers=1, final_seeds=0, compare_expert=False, eval_episodes=1)
     store = start_run(config, tmp_path)
     assert store.state().status == "finished", store.state().error
     [candidate] = store.candidates()
