@@ -169,19 +169,19 @@ def train(
     `plan`: the job's resolved plan (policies.plan); without one, it is resolved from `config` here."""
     task = get_task(config.task_id)
     reward_fn = reward_fn or resolve_reward(task, config.reward)
-    plan = resolve_setup(config, plan or resolve_training_plan(config, task), task, reward_fn)
+    setup = resolve_setup(config, plan or resolve_training_plan(config, task), task, reward_fn)
     torch.set_num_threads(config.torch_threads)  # one thread is faster on 2 cores (benchmarks/RESULTS.md)
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    settings = training_settings(task.id, config.reward, reward_fn, plan.mode, plan.params.algo, plan.seed, plan.steps,
-                                 config.stop_at_success, asdict(plan.params))
+    settings = training_settings(task.id, config.reward, reward_fn, setup.mode, setup.params.algo, setup.seed, setup.steps,
+                                 config.stop_at_success, asdict(setup.params))
     checkpoint = find_checkpoint(out, settings) if resumable else None
-    train_env, eval_env = build_envs(task, reward_fn, plan.seed, plan, out, resumed=checkpoint is not None)
-    model, checkpoint = resume_or_build(plan.params, train_env, plan.seed, plan.device, out / "tb", checkpoint)
-    hooks = build_callbacks(config, plan, model, eval_env, out, checkpoint, on_eval, settings if resumable else None)
-    final, wall, failure = learn_and_evaluate(model, hooks, train_env, eval_env, task, config, plan, out, on_phase)
+    train_env, eval_env = build_envs(task, reward_fn, setup.seed, setup, out, resumed=checkpoint is not None)
+    model, checkpoint = resume_or_build(setup.params, train_env, setup.seed, setup.device, out / "tb", checkpoint)
+    hooks = build_callbacks(config, setup, model, eval_env, out, checkpoint, on_eval, settings if resumable else None)
+    final, wall, failure = learn_and_evaluate(model, hooks, train_env, eval_env, task, config, setup, out, on_phase)
     add_final_point(hooks.evaluator.curve, int(model.num_timesteps), final, wall)
-    result = training_result(task, reward_fn, config, plan, model, final, wall, hooks, failure)
+    result = training_result(task, reward_fn, config, setup, model, final, wall, hooks, failure)
     write_json_atomic(out / RESULT_FILE, result.to_dict())
     if failure is not None:
         error = type(failure)(f"{failure} (training stopped at step {result.steps}; the partial curve is in {out / RESULT_FILE})")
