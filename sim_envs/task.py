@@ -18,7 +18,7 @@ from sim_envs.object_facts import object_facts_text
 from sim_envs.success_rule import SuccessRule
 from sim_envs.view_base import StateView, render_view_class_doc
 
-if TYPE_CHECKING:  # annotations only: Gymnasium (~0.1 s) loads with the first env, not with every `t2r` command
+if TYPE_CHECKING:  # annotations only: importing sim_envs does not load Gymnasium (~0.1 s)
     import gymnasium as gym
 
 SuccessMode = Literal["any", "final"]

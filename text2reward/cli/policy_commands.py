@@ -9,6 +9,11 @@ from typing import Annotated, Any, Optional
 import typer
 
 from policies.config import TrainConfig
+from policies.evaluate import evaluate as run_eval
+from policies.evaluate import model_actor
+from policies.her import flat_observations
+from policies.reward_program import SparseReward
+from policies.task_env import make_task_env
 from sim_envs import get_task, list_tasks, render_view_doc
 from text2reward.cli.shared import (
     Column,
@@ -125,11 +130,6 @@ def evaluate(
     task_file: TaskFileOption = None,
 ) -> None:
     """Evaluate a saved policy with its task's success test."""
-    from policies.evaluate import evaluate as run_eval  # Gymnasium (~0.3 s) and the env wrappers: only the commands that roll out pay them
-    from policies.evaluate import model_actor
-    from policies.her import flat_observations
-    from policies.reward_program import SparseReward
-    from policies.task_env import make_task_env
     from policies.train import load_policy  # SB3 and torch (~1.8 s): only the commands that train or load a policy pay them
 
     load_extra_tasks(task_file)
@@ -163,8 +163,6 @@ def video(
     task_file: TaskFileOption = None,
 ) -> None:
     """Record a rollout video of a saved policy (offscreen rendering), played at real time."""
-    from policies.evaluate import model_actor  # Gymnasium (~0.3 s): only the commands that roll out pay it
-    from policies.her import flat_observations
     from policies.train import load_policy  # SB3 and torch (~1.8 s), imageio and ffmpeg: only the command that films pays them
     from policies.video import record_video
 
