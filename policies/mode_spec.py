@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
+from policies.choices import Registry
 from sim_envs.errors import ConfigError
 
 ENTRY_POINT = "compute_dense_reward"
@@ -115,34 +115,29 @@ class RewardModeSpec:
         return self.adapter is not None or self.shapes_sparse_reward
 
 
-_REGISTRY: dict[str, RewardModeSpec] = {}
-REWARD_MODES: Mapping[str, RewardModeSpec] = MappingProxyType(_REGISTRY)
+MODES: Registry[RewardModeSpec] = Registry(
+    "reward mode", lambda name, specs: f"unknown reward mode {name!r} (--reward-mode); use one of {', '.join(s.name for s in specs)}")
+"""Every reward mode by name (policies.choices: one rule set for every pluggable choice)."""
+REWARD_MODES: Mapping[str, RewardModeSpec] = MODES.view
 """Name -> spec of every registered mode, in registration order (read-only: register through `register_reward_mode`)."""
 
 
-def register_reward_mode(spec: RewardModeSpec) -> RewardModeSpec:
+def register_reward_mode(spec: RewardModeSpec, replace: bool = False) -> RewardModeSpec:
     """Add a mode; a name already registered is refused (two modes of one name would make records ambiguous)."""
     if not isinstance(spec, RewardModeSpec):
         raise TypeError(f"register_reward_mode takes a RewardModeSpec, got {type(spec).__name__}")
-    if spec.name in _REGISTRY:
-        raise ConfigError(f"reward mode {spec.name!r} is already registered (it asks for {_REGISTRY[spec.name].signature}); "
-                          "give the new mode another name")
-    _REGISTRY[spec.name] = spec
-    return spec
+    return MODES.register(spec, replace=replace)
 
 
 def unregister_reward_mode(name: str) -> RewardModeSpec:
     """Remove a mode (tests that register their own take it out again)."""
-    return _REGISTRY.pop(reward_mode(name).name)
+    return MODES.unregister(name)
 
 
 def reward_mode(name: str) -> RewardModeSpec:
     """The spec of a mode, or a one-line ConfigError naming the registered ones."""
-    spec = _REGISTRY.get(name)
-    if spec is None:
-        raise ConfigError(f"unknown reward mode {name!r} (--reward-mode); use one of {', '.join(_REGISTRY)}")
-    return spec
+    return MODES.get(name)
 
 
-__all__ = ["ENTRY_POINT", "REWARD_MODES", "RewardModeSpec", "ScreeningMeasure", "calling_adapter", "register_reward_mode",
+__all__ = ["ENTRY_POINT", "MODES", "REWARD_MODES", "RewardModeSpec", "ScreeningMeasure", "calling_adapter", "register_reward_mode",
            "reward_mode", "rise", "total", "unregister_reward_mode"]

@@ -26,8 +26,9 @@ from policies.checkpoint import Checkpoint, checkpoint_path
 from policies.config import TrainConfig
 from policies.evaluate import EvalResult, evaluate, model_actor
 from policies.her import HER_POLICY, check_learning_starts, her_algo_kwargs, her_buffer_size, resolve_her
-from policies.hyperparams import Hyperparams, load_hyperparams
+from policies.hyperparams import Hyperparams
 from policies.io import atomic_file, write_json_atomic
+from policies.plan import TrainingPlan, resolve_training_plan
 from policies.resume import ResumeCheckpoint, find_checkpoint, load_model, training_settings
 from policies.reward_modes import DEFAULT_GAMMA, require_program
 from policies.reward_program import RewardFunction, SparseReward, reward_from_spec
@@ -160,25 +161,27 @@ def train(
     on_eval: Callable[[dict[str, Any]], None] | None = None,
     on_phase: Callable[[str], None] | None = None,
     resumable: bool = False,
+    plan: TrainingPlan | None = None,
 ) -> TrainResult:
     """Train, evaluate and write `out_dir/result.json`; `reward_fn` overrides `config.reward`. `resumable`: write a
     resume checkpoint after evaluations and go on from one a previous attempt left in `out_dir` with the same
-    settings (policies.resume); the caller removes it once its job is done (policies.checkpoint.remove_checkpoint)."""
+    settings (policies.resume); the caller removes it once its job is done (policies.checkpoint.remove_checkpoint).
+    `plan`: the job's resolved plan (policies.plan); without one, it is resolved from `config` here."""
     task = get_task(config.task_id)
     reward_fn = reward_fn or resolve_reward(task, config.reward)
-    plan = resolve_plan(config, task, reward_fn)
+    setup = resolve_setup(config, plan or resolve_training_plan(config, task), task, reward_fn)
     torch.set_num_threads(config.torch_threads)  # one thread is faster on 2 cores (benchmarks/RESULTS.md)
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    settings = training_settings(task.id, config.reward, reward_fn, plan.mode, plan.params.algo, config.seed, plan.steps,
-                                 config.stop_at_success, asdict(plan.params))
+    settings = training_settings(task.id, config.reward, reward_fn, setup.mode, setup.params.algo, setup.seed, setup.steps,
+                                 config.stop_at_success, asdict(setup.params))
     checkpoint = find_checkpoint(out, settings) if resumable else None
-    train_env, eval_env = build_envs(task, reward_fn, config.seed, plan, out, resumed=checkpoint is not None)
-    model, checkpoint = resume_or_build(plan.params, train_env, config.seed, plan.device, out / "tb", checkpoint)
-    hooks = build_callbacks(config, plan, model, eval_env, out, checkpoint, on_eval, settings if resumable else None)
-    final, wall, failure = learn_and_evaluate(model, hooks, train_env, eval_env, task, config, plan, out, on_phase)
+    train_env, eval_env = build_envs(task, reward_fn, setup.seed, setup, out, resumed=checkpoint is not None)
+    model, checkpoint = resume_or_build(setup.params, train_env, setup.seed, setup.device, out / "tb", checkpoint)
+    hooks = build_callbacks(config, setup, model, eval_env, out, checkpoint, on_eval, settings if resumable else None)
+    final, wall, failure = learn_and_evaluate(model, hooks, train_env, eval_env, task, config, setup, out, on_phase)
     add_final_point(hooks.evaluator.curve, int(model.num_timesteps), final, wall)
-    result = training_result(task, reward_fn, config, plan, model, final, wall, hooks, failure)
+    result = training_result(task, reward_fn, config, setup, model, final, wall, hooks, failure)
     write_json_atomic(out / RESULT_FILE, result.to_dict())
     if failure is not None:
         error = type(failure)(f"{failure} (training stopped at step {result.steps}; the partial curve is in {out / RESULT_FILE})")
@@ -188,9 +191,9 @@ def train(
 
 
 @dataclass
-class TrainingPlan:
-    """One training's settings as resolved: the family's hyper-parameters with the flags over them (`params`, what
-    result.json records), the budget, the reward mode, the final evaluation's episodes and the device."""
+class TrainingSetup:
+    """The plan (policies.plan) as this training applies it: its hyper-parameters adapted to the reward (HER), the
+    reward mode, and the device placed on this machine. `params` is what result.json records."""
 
     params: Hyperparams
     steps: int
@@ -200,38 +203,25 @@ class TrainingPlan:
     flatten: bool
     """False with HER: the replay buffer swaps the goal in the dict observation, so the policy reads the dict."""
     gamma: float
+    seed: int
 
 
-def resolve_plan(config: TrainConfig, task: Task, reward_fn: RewardFunction) -> TrainingPlan:
-    """The settings a training uses: its flags over the family's YAML, each checked, then HER and the device."""
-    steps = config.steps if config.steps is not None else task.default_steps
-    if steps <= 0:
-        raise ConfigError(f"--steps must be positive, got {steps}")
+def resolve_setup(config: TrainConfig, plan: TrainingPlan, task: Task, reward_fn: RewardFunction) -> TrainingSetup:
+    """What the plan leaves to the training: HER (which depends on the reward), the reward mode, the device here."""
     configure_jax(config.torch_threads)
-    params = load_hyperparams(task.family, config.algo, config.overrides)
-    # flags override the family's YAML; `params` then holds what is used, and result.json records it
-    if config.n_envs is not None:
-        params.n_envs = config.n_envs
-    if config.eval_freq is not None:
-        params.eval_freq = config.eval_freq
-    if config.eval_episodes is not None:
-        params.eval_episodes = config.eval_episodes
-    for flag, value in (("--eval-freq", params.eval_freq), ("--eval-episodes", params.eval_episodes), ("--hp n_envs", params.n_envs)):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ConfigError(f"{flag} must be a positive whole number, got {value!r}")
-    final_episodes = final_eval_episodes(config, params)
+    params = plan.params()
     mode = require_program(config.reward_mode, config.reward)
     params.her = resolve_her(config.her, params.her, task, params.algo, callable(getattr(reward_fn, "relabel", None)), mode)
     if params.her:  # the buffer swaps the goal in the dict observation, so the policy reads the dict
         params.policy = HER_POLICY
         check_learning_starts(params.algo, params.algo_kwargs, task, params.n_envs)
-        params.algo_kwargs["buffer_size"] = her_buffer_size(params.algo_kwargs.get("buffer_size"), steps, params.n_envs)
-    return TrainingPlan(params=params, steps=steps, mode=mode, final_episodes=final_episodes,
-                        device=resolve_device(config.device, params.algo), flatten=not params.her,
-                        gamma=float(params.algo_kwargs.get("gamma", DEFAULT_GAMMA)))
+        params.algo_kwargs["buffer_size"] = her_buffer_size(params.algo_kwargs.get("buffer_size"), plan.steps, params.n_envs)
+    return TrainingSetup(params=params, steps=plan.steps, mode=mode, final_episodes=plan.final_eval_episodes,
+                         device=resolve_device(plan.device, params.algo), flatten=not params.her,
+                         gamma=float(params.algo_kwargs.get("gamma", DEFAULT_GAMMA)), seed=plan.seed)
 
 
-def build_envs(task: Task, reward_fn: RewardFunction, seed: int, plan: TrainingPlan, out: Path, resumed: bool) -> tuple[Any, Any]:
+def build_envs(task: Task, reward_fn: RewardFunction, seed: int, plan: TrainingSetup, out: Path, resumed: bool) -> tuple[Any, Any]:
     """The vectorised training envs (monitored into `out/monitor`), then the separate evaluation env."""
     train_env = make_vec_env(
         lambda: make_task_env(task, reward_fn, seed=seed, reward_mode=plan.mode, gamma=plan.gamma, flatten=plan.flatten),
@@ -259,14 +249,14 @@ class TrainingCallbacks:
     resumed_from: list[int] = field(default_factory=list)
 
 
-def build_callbacks(config: TrainConfig, plan: TrainingPlan, model: Any, eval_env: Any, out: Path, checkpoint: Checkpoint | None,
+def build_callbacks(config: TrainConfig, plan: TrainingSetup, model: Any, eval_env: Any, out: Path, checkpoint: Checkpoint | None,
                     on_eval: Callable[[dict[str, Any]], None] | None, resume_settings: dict[str, Any] | None) -> TrainingCallbacks:
     """Component stats, the success evaluations, periodic checkpoints and (with `resume_settings`) the resume checkpoint,
     given the state of the checkpoint a resumed training goes on from."""
     params = plan.params
     components = ComponentStatsCallback(log_every=max(1000, params.eval_freq // 2))
     evaluator = SuccessEvalCallback(
-        eval_env, params.eval_freq, params.eval_episodes, config.seed + EVAL_SEED_OFFSET, config.stop_at_success, on_eval,
+        eval_env, params.eval_freq, params.eval_episodes, plan.seed + EVAL_SEED_OFFSET, config.stop_at_success, on_eval,
         stop_file=config.stop_file, peak_model_path=out / PEAK_MODEL_FILE,
     )
     checkpoints = CheckpointCallback(
@@ -288,7 +278,7 @@ def build_callbacks(config: TrainConfig, plan: TrainingPlan, model: Any, eval_en
 
 
 def learn_and_evaluate(model: Any, hooks: TrainingCallbacks, train_env: Any, eval_env: Any, task: Task, config: TrainConfig,
-                       plan: TrainingPlan, out: Path, on_phase: Callable[[str], None] | None
+                       plan: TrainingSetup, out: Path, on_phase: Callable[[str], None] | None
                        ) -> tuple[EvalResult, float, RewardProgramError | None]:
     """Train for what is left of the budget, save the model, evaluate it; close both envs. Returns the final evaluation,
     the training's seconds (a resumed one's included) and the reward's failure: a reward that broke a limit stops
@@ -311,10 +301,10 @@ def learn_and_evaluate(model: Any, hooks: TrainingCallbacks, train_env: Any, eva
         model.save(out / MODEL_FILE)
         if failure is not None:  # the reward can no longer be called; the success test needs none
             eval_env.close()
-            eval_env = make_task_env(task, SparseReward(), seed=config.seed + EVAL_SEED_OFFSET, flatten=plan.flatten)
+            eval_env = make_task_env(task, SparseReward(), seed=plan.seed + EVAL_SEED_OFFSET, flatten=plan.flatten)
         if on_phase is not None:  # the last evaluation can take as long as a stretch of training: say so
             on_phase(f"final evaluation ({plan.final_episodes} episode{'s' if plan.final_episodes != 1 else ''})")
-        final = evaluate(eval_env, model_actor(model), plan.final_episodes, seed=config.seed + EVAL_SEED_OFFSET)
+        final = evaluate(eval_env, model_actor(model), plan.final_episodes, seed=plan.seed + EVAL_SEED_OFFSET)
     finally:
         train_env.close()
         eval_env.close()
@@ -339,7 +329,7 @@ def add_final_point(curve: list[dict[str, Any]], steps: int, final: EvalResult, 
     )
 
 
-def training_result(task: Task, reward_fn: RewardFunction, config: TrainConfig, plan: TrainingPlan, model: Any, final: EvalResult,
+def training_result(task: Task, reward_fn: RewardFunction, config: TrainConfig, plan: TrainingSetup, model: Any, final: EvalResult,
                     wall: float, hooks: TrainingCallbacks, failure: RewardProgramError | None) -> TrainResult:
     """What result.json records: the final evaluation, the curve and components over training, the settings as used."""
     params, evaluator = plan.params, hooks.evaluator
@@ -348,7 +338,7 @@ def training_result(task: Task, reward_fn: RewardFunction, config: TrainConfig, 
         reward=getattr(reward_fn, "name", config.reward),
         reward_mode=plan.mode,
         algo=params.algo,
-        seed=config.seed,
+        seed=plan.seed,
         device=plan.device,
         steps=int(model.num_timesteps),
         wall_seconds=round(wall, 2),
@@ -405,21 +395,6 @@ def resume_callbacks(checkpoint: Checkpoint, components: ComponentStatsCallback,
             handle.write(checkpoint.peak_model)
         evaluator.peak["model_path"] = str(peak_model)  # where it is now, should the folder have moved
     return float(state["wall_seconds"]), [*state["resumed_from"], checkpoint.steps]
-
-
-def final_eval_episodes(config: TrainConfig, params: Hyperparams) -> int:
-    """Episodes of the final evaluation: `--hp final_eval_episodes` when given; else an `--eval-episodes` flag (which
-    sets every evaluation, this one included); else the family's `final_eval_episodes`, never fewer than its
-    `eval_episodes`."""
-    if "final_eval_episodes" in config.overrides:
-        episodes = params.final_eval_episodes
-    elif config.eval_episodes is not None:
-        episodes = config.eval_episodes
-    else:
-        episodes = max(params.final_eval_episodes, params.eval_episodes)
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes <= 0:
-        raise ConfigError(f"--hp final_eval_episodes must be a positive whole number, got {episodes!r}")
-    return episodes
 
 
 def load_policy(path: str | Path) -> tuple[Any, dict[str, Any]]:

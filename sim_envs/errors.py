@@ -37,3 +37,7 @@ class RewardStoppedByMachine(RewardProgramError):
 
 class ConfigError(Text2RewardError):
     """A bad option, budget or configuration value."""
+
+
+class DuplicateChoice(ConfigError):
+    """A pluggable choice (a backend, an executor, a reward mode...) registered under a name that is taken."""

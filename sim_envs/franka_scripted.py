@@ -21,7 +21,6 @@ PUSH_GAIN = 6.0
 # (grip 3, grip velocity 3, finger width and its velocity 2, object position 3, ...; sim_envs.franka_env).
 GOAL = slice(3, 6)
 GRIP = slice(6, 9)
-FINGER_WIDTH = 12
 OBJECT = slice(14, 17)
 BEHIND = 0.06
 """m behind the block (away from the goal) where a push starts."""

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from sim_envs.metaworld_tasks import SawyerView
+from sim_envs.metaworld_view import SawyerView
 from sim_envs.success_rule import SuccessRule, distance, rule
 
 # ---- one distance between the view's own points ---------------------------------------------------

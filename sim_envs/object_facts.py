@@ -6,13 +6,12 @@ for the impossible and learn it only from feedback. Here every task names the Mu
 (`TRACKED`, written from each environment's own accessor and checked against the view by tests), the object
 is that element's body and everything attached below it, and its size is the world-frame bounding box of
 those bodies' collision geoms in the first state (seed 0). The figures are measured once and shipped in
-`object_facts.json` (regenerate with `python -m sim_envs.object_facts`); `render_view_doc` states them.
+`object_facts.json` (regenerate with `python -m sim_envs.shipped_facts`); `render_view_doc` states them.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -199,18 +198,3 @@ def shipped_object_facts() -> dict[str, dict[str, dict[str, Any]]]:
 def object_facts_text(task_id: str) -> str:
     """The shipped sentence for a built-in task ('' for tasks the file does not know, e.g. user tasks)."""
     return describe_object_facts(shipped_object_facts().get(task_id, {}))
-
-
-def write_facts_file(path: Path = FACTS_FILE) -> dict[str, dict[str, dict[str, Any]]]:
-    """Measure every built-in task with a tracked object and write the JSON the package ships."""
-    from sim_envs.registry import list_tasks
-
-    facts = {task.id: measure_object_facts(task) for task in list_tasks() if task.source == "builtin" and tracked_points(task.id)}
-    lines = [f"  {json.dumps(task_id)}: {json.dumps(facts[task_id])}" for task_id in sorted(facts)]
-    path.write_text("{\n" + ",\n".join(lines) + "\n}\n")
-    return facts
-
-
-if __name__ == "__main__":  # python -m sim_envs.object_facts
-    written = write_facts_file()
-    print(f"wrote {FACTS_FILE} ({len(written)} tasks)", file=sys.stderr)

@@ -5,7 +5,7 @@ Why: "gripper to object 0.05-0.21 m, object to goal 0.10-0.30 m" tells a reward 
 (`Task.scale_points`); the figures are read through the task's view in the first state of seeded episodes,
 the state the policy's first observation shows and `TaskRewardWrapper.reset` reads (MetaWorld's reset computes
 its kinematics there: `metaworld_tasks.MetaWorldSeeding`), are measured once and shipped in `scale_hints.json`
-(regenerate with `python -m sim_envs.scale_hints`), and tests re-measure them and check them against MuJoCo
+(regenerate with `python -m sim_envs.shipped_facts`), and tests re-measure them and check them against MuJoCo
 data directly (tests/sim_envs/test_stated_facts.py).
 Tasks the file does not know (user tasks) are measured on first use and kept for the process.
 """
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import operator
-import sys
 from functools import cache
 from pathlib import Path
 
@@ -86,18 +85,3 @@ def describe_scale_hints(hints: dict[str, list[float]]) -> str:
         span = metres(low) if metres(low) == metres(high) else f"{metres(low)}-{metres(high)}"
         parts.append(f"{label} {span} m")
     return "; ".join(parts)
-
-
-def write_hints_file(path: Path = HINTS_FILE) -> dict[str, dict[str, list[float]]]:
-    """Measure every built-in task with scale points and write the JSON the package ships."""
-    from sim_envs.registry import list_tasks
-
-    hints = {task.id: measure_scale_hints(task) for task in list_tasks() if task.scale_points and task.source == "builtin"}
-    lines = [f"  {json.dumps(task_id)}: {json.dumps(hints[task_id])}" for task_id in sorted(hints)]  # a line per task: diffs read well
-    path.write_text("{\n" + ",\n".join(lines) + "\n}\n")
-    return hints
-
-
-if __name__ == "__main__":  # python -m sim_envs.scale_hints
-    written = write_hints_file()
-    print(f"wrote {HINTS_FILE} ({len(written)} tasks)", file=sys.stderr)

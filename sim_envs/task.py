@@ -10,14 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import gymnasium as gym
 import numpy as np
 
 from sim_envs.object_facts import object_facts_text
 from sim_envs.success_rule import SuccessRule
 from sim_envs.view_base import StateView, render_view_class_doc
+
+if TYPE_CHECKING:  # annotations only: importing sim_envs does not load Gymnasium (~0.1 s)
+    import gymnasium as gym
 
 SuccessMode = Literal["any", "final"]
 

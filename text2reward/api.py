@@ -67,23 +67,13 @@ class SearchCallback:
     for every event. A plain function `fn(event)` works too."""
 
     def on_event(self, event: RunEvent) -> None:
-        """Hand the event to its hook (a stopped-early candidate goes to `on_stopped_early` only)."""
-        if isinstance(event, RoundStarted):
-            self.on_round_started(event)
-        elif isinstance(event, CandidateChecked):
-            self.on_candidate_checked(event)
-        elif isinstance(event, Evaluation):
-            self.on_evaluation(event)
-        elif isinstance(event, CandidateStoppedEarly):
-            self.on_stopped_early(event)
-        elif isinstance(event, CandidateTrained):
-            self.on_candidate_trained(event)
-        elif isinstance(event, RoundDone):
-            self.on_round_done(event)
-        elif isinstance(event, FinalDone):
-            self.on_final_done(event)
-        elif isinstance(event, RunEnded):
-            self.on_run_ended(event)
+        """Hand the event to the hook of its type, the most specific one (a stopped-early candidate, a kind of trained
+        one, goes to `on_stopped_early` only); an event with no hook is ignored."""
+        for kind in type(event).__mro__:
+            hook = EVENT_HOOKS.get(kind)
+            if hook is not None:
+                getattr(self, hook)(event)
+                return
 
     def __call__(self, event: RunEvent) -> None:
         self.on_event(event)
@@ -104,6 +94,18 @@ class SearchCallback:
 
     def on_run_ended(self, event: RunEnded) -> None: ...
 
+
+EVENT_HOOKS: dict[type, str] = {
+    RoundStarted: SearchCallback.on_round_started.__name__,
+    CandidateChecked: SearchCallback.on_candidate_checked.__name__,
+    Evaluation: SearchCallback.on_evaluation.__name__,
+    CandidateStoppedEarly: SearchCallback.on_stopped_early.__name__,
+    CandidateTrained: SearchCallback.on_candidate_trained.__name__,
+    RoundDone: SearchCallback.on_round_done.__name__,
+    FinalDone: SearchCallback.on_final_done.__name__,
+    RunEnded: SearchCallback.on_run_ended.__name__,
+}
+"""Event type -> the SearchCallback hook it goes to (looked up along the event's MRO, so a subclass finds its own)."""
 
 Callback = Callable[[RunEvent], None]
 

@@ -2,10 +2,11 @@
 
 from sim_envs.errors import (
     ConfigError,
+    DuplicateChoice,
     RewardProgramError,
     TaskFileError,
     Text2RewardError,
     UnknownTaskError,
 )
 
-__all__ = ["ConfigError", "RewardProgramError", "TaskFileError", "Text2RewardError", "UnknownTaskError"]
+__all__ = ["ConfigError", "DuplicateChoice", "RewardProgramError", "TaskFileError", "Text2RewardError", "UnknownTaskError"]

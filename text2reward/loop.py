@@ -14,7 +14,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from policies.hyperparams import load_hyperparams
+from policies.plan import TrainingPlan, resolve_training_plan
 from sim_envs import get_task, load_task_file
 from sim_envs.task import Task
 from text2reward.checking import CandidateChecker, CheckSettings
@@ -24,6 +24,7 @@ from text2reward.generation.llm import Backend, CachedBackend, GenerationRequest
 from text2reward.generation.llm.errors import RepliesExhausted
 from text2reward.generation.llm.file_backend import render_prompt
 from text2reward.generation.round_prompt import KeypointSection, RoundPrompts
+from text2reward.keypoints.sources import keypoint_finder
 from text2reward.keypoints.stage import KEYPOINT_AUTHOR, KeypointStage
 from text2reward.preflight import budget_warning
 from text2reward.runs import layout
@@ -223,7 +224,8 @@ class Loop:
         if self.keypoints is None:
             return
         finder = self.config.keypoints
-        self.keypoints.ensure(self.task, finder, self.backend if finder == "model" else None, self.config.seed,
+        asks_backend = keypoint_finder(finder).asks_backend
+        self.keypoints.ensure(self.task, finder, self.backend if asks_backend else None, self.config.seed,
                               self.config.keypoint_camera, self.config.keypoint_anchors, self.emit)
 
     def keypoint_section(self) -> KeypointSection | None:
@@ -235,8 +237,10 @@ class Loop:
     # --- training ------------------------------------------------------------------------------------------
     def job(self, out_dir: Path, reward: str, code_path: Path | None, seed: int, video: bool, early_stop: bool = False,
             candidate: Candidate | None = None) -> TrainJob:
-        return TrainJob(train=self.config.train_config(self.task.id, out_dir / TRAIN_DIR, reward, seed, early_stop=early_stop),
-                        code_path=str(code_path) if code_path else None, task_file=self.config.task_file, video=video,
+        """A training job, its plan resolved here once (policies.plan) and written into its job.json for the worker."""
+        train = self.config.train_config(self.task.id, out_dir / TRAIN_DIR, reward, seed, early_stop=early_stop)
+        return TrainJob(train=train, plan=resolve_training_plan(train, self.task), code_path=str(code_path) if code_path else None,
+                        task_file=self.config.task_file, video=video,
                         component_names=candidate.validated_names if candidate is not None else None)
 
     def train_round(self, round_index: int) -> None:
@@ -255,15 +259,16 @@ class Loop:
             stopped = candidate.status == CandidateStatus.STOPPED_EARLY
             self.emit(CandidateStoppedEarly(candidate) if stopped else CandidateTrained(candidate))
 
-        stopper = self.early_stopper(round_index) if self.config.early_stop else None
+        # the round's jobs share one plan (the run's settings, the run's seed): the stopper judges by the workers' own
+        stopper = self.early_stopper(round_index, jobs[0].resolved_plan(self.task)) if self.config.early_stop else None
         # a candidate whose reward process the machine stopped or killed was not at fault: it trains once more
         self.session.run_retrying([(c.id, job) for c, job in zip(pending, jobs)], ROUND_ATTEMPTS, on_done, stopper,
                                   causes=(FailureCause.MACHINE,))
 
-    def early_stopper(self, round_index: int) -> EarlyStopper:
-        """The round's early stopping, primed with the curves of its candidates that already trained (a resume)."""
-        eval_freq = self.config.eval_freq or load_hyperparams(self.task.family, None, self.config.overrides).eval_freq
-        stopper = EarlyStopper(self.config.steps or self.task.default_steps, eval_freq)
+    def early_stopper(self, round_index: int, plan: TrainingPlan) -> EarlyStopper:
+        """The round's early stopping, by the plan its jobs train by, primed with the curves of its candidates that
+        already trained (a resume)."""
+        stopper = EarlyStopper(plan.steps, plan.eval_freq)
         for candidate in self.store.candidates(round_index):
             if candidate.has_training:
                 stopper.observe(candidate.id, (candidate.training_result or {}).get("curve") or [])

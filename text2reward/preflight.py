@@ -9,11 +9,10 @@ run that ends "finished" with nothing trained.
 
 from __future__ import annotations
 
-from policies.algorithms import configure_jax
 from policies.config import TrainConfig
 from policies.her import BUILT_IN_REWARDS, check_learning_starts, resolve_her
 from policies.hyperparam_values import check_override_values
-from policies.hyperparams import load_hyperparams
+from policies.plan import resolve_training_plan
 from policies.reward_modes import require_program
 from sim_envs import get_task
 from sim_envs.task import Task
@@ -34,14 +33,12 @@ def check_train_config(config: TrainConfig, device_here: bool = True) -> Task:
     if config.stop_at_success is not None and not 0.0 < config.stop_at_success <= 1.0:
         raise ConfigError(f"--stop-at-success must be in (0, 1], got {config.stop_at_success}")
     require_program(config.reward_mode, config.reward)
-    configure_jax(config.torch_threads)  # before the checks import JAX: `t2r train` trains in this process
-    params = load_hyperparams(task.family, config.algo, config.overrides)
+    plan = resolve_training_plan(config, task)  # the plan the job will train by: its budget, algorithm, flags, device's spelling
+    params = plan.params()
     if resolve_her(config.her, params.her, task, params.algo, config.reward in BUILT_IN_REWARDS, config.reward_mode):
-        check_learning_starts(params.algo, params.algo_kwargs, task, config.n_envs or params.n_envs)
+        check_learning_starts(params.algo, params.algo_kwargs, task, plan.n_envs)
     if device_here:
-        resolve_device(config.device, params.algo)  # the library that will train must see the GPU
-    elif config.device not in ("auto", "cpu") and not config.device.startswith("cuda"):
-        raise ConfigError(f"unknown device {config.device!r}; use auto, cpu or cuda")
+        resolve_device(plan.device, plan.algo)  # the library that will train must see the GPU
     check_override_values(task, params, config.overrides)  # values too, by the algorithm's own constructor
     return task
 

@@ -24,7 +24,7 @@ from sim_envs import get_task, load_task_file
 from sim_envs.task import Task
 from text2reward.errors import ConfigError
 from text2reward.generation.llm import BackendSettings, BackendSpec, backend_spec, backend_specs, image_backends
-from text2reward.keypoints.sources import KEYPOINT_FINDERS, RewardSourceSpec, reward_source, reward_source_specs
+from text2reward.keypoints.sources import RewardSourceSpec, keypoint_finder, reward_source, reward_source_specs
 from text2reward.preflight import check_train_config
 from text2reward.runs.store import STOP_FILE
 from text2reward.training.executors import ExecutorSettings, ExecutorSpec, executor_spec, executor_specs
@@ -257,12 +257,11 @@ class RunConfig:
         backend, source = self.backend_spec, self.source
         check_mode(self.reward_mode)
         self.executor_spec  # noqa: B018 - a name outside the registry is refused here
-        if self.keypoints not in KEYPOINT_FINDERS:
-            raise ConfigError(f"unknown --keypoints {self.keypoints!r}: choose oracle (true points) or model (the backend points)")
+        finder = keypoint_finder(self.keypoints)
         if source.dense_only and reward_mode(self.reward_mode).needs_program:
             raise ConfigError(f"--reward-source {self.reward_source} writes a {DEFAULT_REWARD_MODE} reward: use it with "
                               f"--reward-mode {DEFAULT_REWARD_MODE}")
-        if source.uses_keypoints and self.keypoints == "model" and not self.vision:
+        if source.uses_keypoints and finder.asks_backend and not self.vision:
             raise ConfigError("--keypoints model reads an image: add --vision (the model must accept images), or use --keypoints oracle")
         if self.vision_analysis and not self.vision:
             raise ConfigError("--vision-analysis shows a vision model the rollout: add --vision (the model must accept images)")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from openai_server import Fail, OpenAITestServer
 
-from text2reward.errors import ConfigError
+from text2reward.errors import ConfigError, DuplicateChoice
 from text2reward.generation.llm import (
     BackendError,
     BackendSettings,
@@ -205,7 +205,7 @@ def test_an_unknown_backend_names_the_choices_and_a_name_is_registered_once():
     with pytest.raises(ConfigError, match=r"^unknown --llm 'gpt': choose openai .*, heuristic .*, file "):
         backend_spec("gpt")
     original = backend_spec("file")
-    with pytest.raises(ValueError, match="a backend named 'file' is registered already"):
+    with pytest.raises(DuplicateChoice, match="a backend named 'file' is registered already"):
         register_backend(BackendSpec(name="file", summary="(another)", build=lambda settings: FileBackend(stdin=None)))
     assert backend_spec("file") is original  # the registry is unchanged
 

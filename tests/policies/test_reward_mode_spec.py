@@ -25,7 +25,7 @@ from policies.reward_modes import (
     unregister_reward_mode,
 )
 from sim_envs import get_task
-from sim_envs.errors import ConfigError
+from sim_envs.errors import ConfigError, DuplicateChoice
 from text2reward.generation.extraction import extract_code
 from text2reward.generation.llm.base import GenerationRequest
 from text2reward.generation.llm.heuristic import HeuristicBackend
@@ -156,9 +156,9 @@ def test_an_unknown_mode_is_one_line_naming_the_registered_modes(cost_mode):
 
 
 def test_a_duplicate_registration_is_refused(cost_mode):
-    with pytest.raises(ConfigError, match="reward mode 'cost' is already registered"):
+    with pytest.raises(DuplicateChoice, match="a reward mode named 'cost' is registered already"):
         register_reward_mode(COST)
-    with pytest.raises(ConfigError, match="reward mode 'dense' is already registered"):
+    with pytest.raises(DuplicateChoice, match="a reward mode named 'dense' is registered already"):
         register_reward_mode(dataclasses.replace(COST, name="dense"))
     assert reward_mode("dense") is DENSE and reward_mode("cost") is COST
     with pytest.raises(TypeError):

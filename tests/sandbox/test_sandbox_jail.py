@@ -570,11 +570,11 @@ def test_a_landlock_view_of_everything_fails_its_self_test(monkeypatch):
     """A jail that runs but shows too much (its view and Landlock's also holding /var/tmp, where the self-test leaves a
     secret): the self-test reads the secret and the mechanism is refused."""
     from text2reward.sandbox import isolation
-    from text2reward.sandbox.selftest import self_test
+    from text2reward.sandbox.selftest import Jail, self_test
 
     too_much = (*isolation.readable_paths(), "/var/tmp")
-    monkeypatch.setattr(isolation, "readable_paths", lambda: too_much)
-    outcome = self_test("landlock")
+    monkeypatch.setattr(isolation, "readable_paths", lambda: too_much)  # the jail's view and Landlock's
+    outcome = self_test("landlock", Jail(isolation.launch_argv("landlock"), isolation.jail_spec("landlock"), isolation.worker_env(), too_much))
     assert isinstance(outcome, str) and "read_secret" in outcome and ": succeeded" in outcome, outcome
 
 

@@ -142,7 +142,7 @@ def test_shipped_object_facts_match_a_fresh_measurement():
     with a tracked object, and covers them all."""
     shipped = shipped_object_facts()
     tasks = [t for t in list_tasks() if tracked_points(t.id)]
-    assert {t.id for t in tasks} == set(shipped), "regenerate with `python -m sim_envs.object_facts`"
+    assert {t.id for t in tasks} == set(shipped), "regenerate with `python -m sim_envs.shipped_facts`"
     for task in tasks:
         assert measure_object_facts(task) == shipped[task.id], task.id
 

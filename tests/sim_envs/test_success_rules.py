@@ -142,7 +142,7 @@ def test_shipped_scale_hints_match_a_fresh_measurement():
 
     shipped = _shipped()
     measured = {task.id: measure_scale_hints(task) for task in list_tasks() if task.scale_points and task.source == "builtin"}
-    assert set(measured) == set(shipped), "regenerate with `python -m sim_envs.scale_hints`"
+    assert set(measured) == set(shipped), "regenerate with `python -m sim_envs.shipped_facts`"
     for task_id, hints in measured.items():
         assert hints.keys() == shipped[task_id].keys(), task_id
         for label, (low, high) in hints.items():

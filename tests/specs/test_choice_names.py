@@ -10,11 +10,12 @@ a help text built from the registry, a test parameter) are not comparisons and p
 from __future__ import annotations
 
 import ast
+import shutil
 from pathlib import Path
 
 from policies.reward_modes import REWARD_MODES
 from text2reward.generation.llm import backend_specs
-from text2reward.keypoints.sources import reward_source_specs
+from text2reward.keypoints.sources import KEYPOINT_FINDERS, reward_source_specs
 from text2reward.training.executors import executor_specs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,6 +28,10 @@ SPEC_MODULES = {
     "executor": {"text2reward/training/executors.py", "text2reward/training/ray_pool.py", "text2reward/training/pool.py"},
     "reward mode": {"policies/reward_modes.py", "policies/reward_program.py"},
     "reward source": {"text2reward/keypoints/sources.py"},
+    "keypoint finder": {"text2reward/keypoints/sources.py",
+                        # who placed a run's keypoints, read back from its record: the runs layer may not import the
+                        # registry (the dashboard reads runs only), and a record keeps the finder's name as written
+                        "text2reward/runs/keypoint_record.py"},
 }
 
 
@@ -36,6 +41,7 @@ def choice_names() -> dict[str, set[str]]:
         "executor": {s.name for s in executor_specs()},
         "reward mode": set(REWARD_MODES),
         "reward source": {s.name for s in reward_source_specs()},
+        "keypoint finder": set(KEYPOINT_FINDERS),
     }
 
 
@@ -48,9 +54,9 @@ def _strings(node: ast.AST) -> list[str]:
     return []
 
 
-def switches(path: Path, names: dict[str, set[str]]) -> list[str]:
-    """Every place in one file that branches on a choice's name it does not own."""
-    relative = path.relative_to(ROOT).as_posix()
+def switches(path: Path, names: dict[str, set[str]], root: Path = ROOT) -> list[str]:
+    """Every place in one file (of the source tree at `root`) that branches on a choice's name it does not own."""
+    relative = path.relative_to(root).as_posix()
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         kinds: list[tuple[str, str]] = []
@@ -68,24 +74,38 @@ def switches(path: Path, names: dict[str, set[str]]) -> list[str]:
     return found
 
 
-def test_no_code_switches_on_a_choice_name_outside_its_spec():
+AMBIGUOUS = {"code", "file", "local", "model"}
+"""Words that are also ordinary values elsewhere (a reward named "code", a file, a local path, SB3's model): checked only
+where they are compared with a setting of their kind, which the checks keep to their own registry."""
+
+
+def scan(root: Path) -> list[str]:
+    """Every switch on a choice's name in the source tree at `root`."""
     names = choice_names()
-    # words that are also ordinary values elsewhere (a reward named "code", a file, a local path) are checked only where
-    # they are compared with a setting of their kind: the checks below keep them to their own registry
-    ambiguous = {"code", "file", "local"}
     found = []
     for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            found += [f for f in switches(path, names) if not any(f.endswith(f"{a!r}") for a in ambiguous)]
+        for path in sorted((root / package).rglob("*.py")):
+            found += [f for f in switches(path, names, root) if not any(f.endswith(f"{a!r}") for a in AMBIGUOUS)]
+    return found
+
+
+def test_no_code_switches_on_a_choice_name_outside_its_spec():
+    found = scan(ROOT)
     assert found == [], "branch on the spec's fields instead:\n" + "\n".join(found)
 
 
 def test_the_scan_finds_a_switch_where_there_is_one(tmp_path):
-    """The test above cannot pass by looking nowhere."""
-    sample = ROOT / "text2reward" / "_scan_probe.py"
-    sample.write_text('def label(config):\n    return "x" if config.backend == "heuristic" else {"dense": 1, "potential": 2}\n')
-    try:
-        found = switches(sample, choice_names())
-    finally:
-        sample.unlink()
-    assert any("backend 'heuristic'" in f for f in found) and any("reward mode 'potential'" in f for f in found)
+    """The test above cannot pass by looking nowhere: a copy of the source tree (never the tree itself, which the
+    test above may be scanning at the same time) with one module that switches on names of every kind."""
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (tmp_path / "text2reward" / "_scan_probe.py").write_text(
+        'def label(config):\n'
+        '    if config.keypoints == "oracle" or config.executor == "ray":\n'
+        '        return "x" if config.backend == "heuristic" else {"dense": 1, "potential": 2}\n'
+        '    return config.reward_source in ("keypoints", "code+keypoints")\n')
+    found = scan(tmp_path)
+    assert found and all(f.startswith("text2reward/_scan_probe.py:") for f in found), found
+    for kind, name in (("backend", "heuristic"), ("reward mode", "potential"), ("executor", "ray"), ("keypoint finder", "oracle"),
+                       ("reward source", "code+keypoints")):
+        assert any(f"{kind} {name!r}" in f for f in found), (kind, found)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from text2reward import RewardSearch
-from text2reward.errors import ConfigError
+from text2reward.errors import ConfigError, DuplicateChoice
 from text2reward.generation.llm import BackendSettings, BackendSpec, GenerationRequest, Reply, register_backend, unregister_backend
 from text2reward.runs.run_events import RoundStarted, RunEvent
 from text2reward.training.executors import ExecutorSettings, ExecutorSpec, JobRunner, register_executor, unregister_executor
@@ -114,7 +114,7 @@ def test_a_choice_that_is_not_registered_is_refused_in_one_line(tmp_path: Path):
 
 
 def test_a_name_is_registered_once(plugins):
-    with pytest.raises(ValueError, match="'echo' is registered already"):
+    with pytest.raises(DuplicateChoice, match="'echo' is registered already"):
         register_backend(BackendSpec(name="echo", summary="", build=EchoBackend))
-    with pytest.raises(ValueError, match="'inline' is registered already"):
+    with pytest.raises(DuplicateChoice, match="'inline' is registered already"):
         register_executor(ExecutorSpec(name="inline", summary="", open=lambda settings, resources, say: None))  # type: ignore[arg-type,return-value]

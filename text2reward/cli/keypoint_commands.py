@@ -37,18 +37,18 @@ def keypoints(
     """Ask a vision model where to grasp and where to go, and write the keypoint reward."""
     from text2reward.keypoints.answer import parse_anchor_options  # with MuJoCo rendering and the templates (~140 ms): this command only
     from text2reward.keypoints.find import find_keypoints
+    from text2reward.keypoints.sources import keypoint_finder
 
     load_extra_tasks(task_file)
     chosen = get_task(task)
-    if source not in ("model", "oracle"):
-        raise ConfigError(f"unknown --keypoints {source!r}: choose model or oracle")
+    finder = keypoint_finder(source)  # an unknown name is refused here, before a scene renders
     if not 16 <= size <= 2048:
         raise ConfigError(f"--size must be between 16 and 2048 pixels, got {size}")
     folder = out or Path("keypoints") / f"{chosen.id.replace('/', '-')}-{source}-s{seed}"
     if (folder / "keypoints.json").is_file():
         console.print(f"{folder} already holds keypoints: showing them (delete the folder to ask again)", highlight=False, soft_wrap=True)
     anchors = parse_anchor_options(anchor)
-    backend = _vision_backend(llm, model, base_url, reply_file, timeout) if source == "model" else None
+    backend = _vision_backend(llm, model, base_url, reply_file, timeout) if finder.asks_backend else None
     found = find_keypoints(chosen, folder, source, backend, seed=seed, camera=camera, size=size,
                            say=lambda message: console.print(message, highlight=False, markup=False), anchors=anchors)
     console.print(f"{len(found.points)} keypoint(s) from {found.source} on camera {found.camera.name}:", highlight=False, soft_wrap=True)

@@ -341,10 +341,6 @@ class RunView:
                     f"(`t2r resume {self.run_id}`), then give more.")
         return ""
 
-    @property
-    def accepts_feedback(self) -> bool:
-        return not self.feedback_closed
-
     def critique_closed(self, candidate: CandidateView) -> str:
         """Why a candidate's critique form is closed ("" when it is open)."""
         if candidate.status == CandidateStatus.PENDING_TRAINING:

@@ -20,7 +20,7 @@ import numpy as np
 
 from policies.stats import PAIRED_ALPHA, Rate, mcnemar_exact
 from sim_envs.task import Task
-from text2reward.feedback.reflection import evaluation_episodes, reward_reflection
+from text2reward.feedback.reflection import reward_reflection
 from text2reward.feedback.trajectory import _label, describe_behaviour, episode_facts, trajectory_analysis
 from text2reward.runs.records import Candidate
 from text2reward.runs.statuses import FailureCause
@@ -278,9 +278,3 @@ def round_contrast(winner: CandidateSummary, others: Sequence[CandidateSummary],
         if other.code is not None:
             lines.append("```diff\n" + _code_diff(winner.code or "", other.code) + "\n```")
     return "\n".join(lines)
-
-
-def evaluation_note(train_result: Any) -> str:
-    """One line: how many episodes the evaluations had (for texts that quote a rate without the reflection)."""
-    during, final = evaluation_episodes(train_result)
-    return f"evaluations during training: {during} episodes each; final evaluation: {final} episodes"

@@ -27,7 +27,7 @@ from text2reward.keypoints.answer import MAX_WAYPOINTS, KeypointAnswer, Keypoint
 from text2reward.keypoints.drawing import draw_keypoints
 from text2reward.keypoints.program import keypoint_program
 from text2reward.keypoints.scene import KeypointSet, Scene, keypoint_setup, lift, observe, oracle_answer
-from text2reward.keypoints.sources import KEYPOINT_FINDERS
+from text2reward.keypoints.sources import keypoint_finder
 from text2reward.runs.records import PromptContext
 
 KEYPOINTS_FILE = "keypoints.json"
@@ -50,23 +50,22 @@ def find_keypoints(task: Task, folder: Path, source: str = "oracle", backend: Ba
     """The task's keypoints in `folder` (read back when already there): rendered, asked for (or projected by the
     oracle), lifted to the world, drawn, and written up as a reward program. `anchors` ({keypoint: part or None})
     is a person's word on what each point moves with, over the model's (or the oracle's)."""
-    if source not in KEYPOINT_FINDERS:
-        raise ConfigError(f"unknown keypoint source {source!r}: choose oracle or model")
+    finder = keypoint_finder(source)
     folder = Path(folder)
     found = read_keypoints(folder)
     if found is not None:
         return found
     setup = keypoint_setup(task)
-    if source == "model":
+    if finder.asks_backend:
         check_vision_backend(backend)
     folder.mkdir(parents=True, exist_ok=True)
     scene = observe(task, seed=seed, camera=camera, size=size)
     image_path = folder / "scene.png"
     _write_png(image_path, scene.shot.rgb)
     np.save(folder / "depth.npy", scene.shot.depth.astype(np.float32))
-    if source == "oracle":
+    if not finder.asks_backend:
         answer = with_anchors(oracle_answer(scene), anchors or {}, setup.anchor_names)
-        keypoints = lift(answer, scene, "oracle")
+        keypoints = lift(answer, scene, finder.name)
         replies: list[str] = []
     else:
         assert backend is not None  # check_vision_backend refused None

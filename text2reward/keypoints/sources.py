@@ -10,10 +10,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from text2reward.errors import ConfigError
+from policies.choices import Registry, choose_names
 
-KEYPOINT_FINDERS = ("oracle", "model")
-"""Who places the keypoints: the simulator's true points projected (oracle), or the run's backend pointing at an image."""
+
+@dataclass(frozen=True)
+class KeypointFinderSpec:
+    """Who places the keypoints (`--keypoints`)."""
+
+    name: str
+    summary: str
+    asks_backend: bool = False
+    """The run's backend points at the scene's image (so it must accept images); else the simulator's true points
+    are projected, and no model is asked."""
+
+
+KEYPOINT_FINDERS: Registry[KeypointFinderSpec] = Registry(
+    "keypoint finder", lambda name, specs: f"unknown --keypoints {name!r}: choose {', '.join(f'{s.name} {s.summary}' for s in specs)}")
+"""Every keypoint finder by name (policies.choices: one rule set for every pluggable choice)."""
+ORACLE = KEYPOINT_FINDERS.register(KeypointFinderSpec("oracle", "(the true points, projected)"))
+MODEL = KEYPOINT_FINDERS.register(KeypointFinderSpec("model", "(the backend points at an image; needs --vision)", asks_backend=True))
+
+
+def keypoint_finder(name: str) -> KeypointFinderSpec:
+    """The registered finder `name`, or one line naming the choices."""
+    return KEYPOINT_FINDERS.get(name)
+
 
 
 @dataclass(frozen=True)
@@ -38,25 +59,24 @@ class RewardSourceSpec:
         return self.uses_keypoints
 
 
-_SOURCES: dict[str, RewardSourceSpec] = {}
+REWARD_SOURCES: Registry[RewardSourceSpec] = Registry("reward source", choose_names("--reward-source"))
+"""Every reward source by name (policies.choices: one rule set for every pluggable choice)."""
 
 
-def register_reward_source(spec: RewardSourceSpec) -> RewardSourceSpec:
-    if spec.name in _SOURCES:
-        raise ValueError(f"a reward source named {spec.name!r} is registered already")
-    _SOURCES[spec.name] = spec
-    return spec
+def register_reward_source(spec: RewardSourceSpec, replace: bool = False) -> RewardSourceSpec:
+    return REWARD_SOURCES.register(spec, replace=replace)
+
+
+def unregister_reward_source(name: str) -> RewardSourceSpec:
+    return REWARD_SOURCES.unregister(name)
 
 
 def reward_source_specs() -> list[RewardSourceSpec]:
-    return list(_SOURCES.values())
+    return REWARD_SOURCES.specs()
 
 
 def reward_source(name: str) -> RewardSourceSpec:
-    try:
-        return _SOURCES[name]
-    except KeyError:
-        raise ConfigError(f"unknown --reward-source {name!r}: choose {', '.join(_SOURCES)}") from None
+    return REWARD_SOURCES.get(name)
 
 
 CODE = register_reward_source(RewardSourceSpec(

@@ -55,11 +55,6 @@ def standing(candidate: Candidate) -> Standing:
     )
 
 
-def candidate_score(candidate: Candidate) -> tuple[float, float, float, int, int, int]:
-    """The ordering key of a trained candidate (higher is better)."""
-    return standing(candidate).key
-
-
 def rank(candidates: list[Candidate]) -> list[Standing]:
     """The trained candidates, best first; a stopped candidate below the one that stopped it."""
     ordered = sorted((standing(c) for c in candidates if c.has_training), key=lambda s: s.key, reverse=True)

@@ -266,11 +266,6 @@ class RunStore:
             raise RecordError(_damaged(self.paths.events, "it is not a list of events", self.run_id))
         return events
 
-    def update_event(self, event_id: int, **changes: Any) -> None:
-        events = self.events()
-        events[event_id].update(changes)
-        self.write_json(layout.EVENTS, events)
-
 
 STARTING_GRACE_SECONDS = 60.0
 """A run just `created` has no lock for the moment before its loop starts."""

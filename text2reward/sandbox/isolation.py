@@ -210,12 +210,13 @@ HOW_TO_FIX = (
 @functools.cache
 def _checked(mechanism: str, pid: int) -> Isolation | str:
     """The mechanism's self-test result in this process: an Isolation, or why it failed."""
-    from text2reward.sandbox.selftest import self_test  # ~2 ms at every `t2r` start: only a run or `t2r doctor` tests a jail
+    from text2reward.sandbox.selftest import Jail, self_test  # ~2 ms at every `t2r` start: only a run or `t2r doctor` tests a jail
 
     reason = unavailable_reason(mechanism)
     if reason is not None:
         return reason
-    return self_test(mechanism)
+    outcome = self_test(mechanism, Jail(launch_argv(mechanism), jail_spec(mechanism), worker_env(), readable_paths()))
+    return outcome if isinstance(outcome, str) else Isolation(mechanism, layers=outcome.layers, findings=outcome.findings)
 
 
 def check(mechanism: str) -> Isolation | str:

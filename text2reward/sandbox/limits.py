@@ -70,3 +70,12 @@ class Limits:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def limit_config(limits: Limits, cpu: bool) -> dict[str, Any]:
+    """The limits as the worker applies them (see worker._apply_limits and _lock_down)."""
+    return {
+        "memory_bytes": int(limits.memory_mb) * 1024 * 1024,
+        "cpu_seconds": int(limits.cpu_seconds) if cpu else None,
+        "open_files": int(limits.open_files),
+    }

@@ -22,7 +22,7 @@ from typing import Any
 from text2reward.sandbox.calls import CallChannel, SandboxFailure
 from text2reward.sandbox.clocks import CallLimits
 from text2reward.sandbox.isolation import active_isolation, jail_spec, launch_argv, worker_env
-from text2reward.sandbox.limits import Limits
+from text2reward.sandbox.limits import Limits, limit_config
 from text2reward.sandbox.untrusted import COMPONENT_REPLY_BYTES, MAX_COMPONENTS, Malformed, clean_text, loads, parse_output
 from text2reward.sandbox.wire import REPLY, reply_struct
 
@@ -194,15 +194,6 @@ def _runs_worker(pid: int) -> bool:
     except OSError:
         return False
     return b"text2reward.sandbox.jailed" in argv and not argv[0].endswith(b"bwrap")
-
-
-def limit_config(limits: Limits, cpu: bool) -> dict[str, Any]:
-    """The limits as the worker applies them (see worker._apply_limits and _lock_down)."""
-    return {
-        "memory_bytes": int(limits.memory_mb) * 1024 * 1024,
-        "cpu_seconds": int(limits.cpu_seconds) if cpu else None,
-        "open_files": int(limits.open_files),
-    }
 
 
 SIGSYS_EXIT = 128 + signal.SIGSYS

@@ -44,10 +44,6 @@ from text2reward.sandbox.wire import ViewEncoder
 Output = tuple[float, dict[str, float]]
 
 
-class MalformedReply(SandboxFailure):
-    """The child (untrusted) answered garbage: its candidate fails, the zygote stays."""
-
-
 @dataclass
 class RunResult:
     """What came back: per-sample outputs for each pass over the samples, or the error that stopped it."""

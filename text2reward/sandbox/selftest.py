@@ -22,6 +22,7 @@ import subprocess
 import tempfile
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 PROBES = (
@@ -31,16 +32,28 @@ PROBES = (
 SELF_TEST_SECONDS = 60.0
 
 
-def self_test(mechanism: str) -> Any:
-    """An `Isolation` when every escape failed, else a one-line reason (the first escape or error)."""
-    from text2reward.sandbox.isolation import (  # the parent's side: the jailed worker imports this module for `probe`
-        jail_spec,
-        launch_argv,
-        readable_paths,
-        worker_env,
-    )
-    from text2reward.sandbox.limits import Limits
-    from text2reward.sandbox.process import limit_config
+@dataclass(frozen=True)
+class Jail:
+    """How the parent starts a mechanism's worker (isolation.py knows it and passes it in: the imports go one way)."""
+
+    argv: list[str]
+    spec: dict[str, Any]
+    env: dict[str, str]
+    readable: tuple[str, ...]
+    """The paths the jail's view shows (the self-test checks that nothing else is)."""
+
+
+@dataclass(frozen=True)
+class Passed:
+    """Every escape failed: what the worker reported of its layers, and how each attempt failed."""
+
+    layers: dict[str, Any]
+    findings: dict[str, str]
+
+
+def self_test(mechanism: str, jail: Jail) -> Passed | str:
+    """`Passed` when every escape failed, else a one-line reason (the first escape or error)."""
+    from text2reward.sandbox.limits import Limits, limit_config  # the parent's side: the jailed worker imports this module for `probe`
 
     token = uuid.uuid4().hex
     folders = [tempfile.mkdtemp(prefix="t2r-selftest-", dir=d) for d in _sentinel_dirs()]
@@ -63,12 +76,12 @@ def self_test(mechanism: str) -> Any:
         targets = {
             "secrets": secrets, "home": os.path.expanduser("~"), "parent": os.getpid(), "target": target,
             "shm_name": f"/dev/shm/t2r-selftest-{token}", "port": listener.getsockname()[1],
-            "readable": list(readable_paths()),
+            "readable": list(jail.readable),
         }
-        config = {"mode": "selftest", "jail": jail_spec(mechanism), "targets": targets, **limit_config(Limits(), cpu=True)}
+        config = {"mode": "selftest", "jail": jail.spec, "targets": targets, **limit_config(Limits(), cpu=True)}
         try:
             done = subprocess.run(
-                launch_argv(mechanism) + [json.dumps(config)], env=worker_env(), cwd="/", capture_output=True,
+                jail.argv + [json.dumps(config)], env=jail.env, cwd="/", capture_output=True,
                 timeout=SELF_TEST_SECONDS, check=False, start_new_session=True,
             )
         except (OSError, subprocess.SubprocessError) as exc:
@@ -88,9 +101,8 @@ def _sentinel_dirs() -> list[str]:
     return dirs
 
 
-def _verdict(mechanism: str, done: subprocess.CompletedProcess, token: str, targets: dict, listener: socket.socket) -> Any:
-    from text2reward.sandbox.isolation import Isolation  # the parent's side, as in self_test
-    from text2reward.sandbox.untrusted import clean_text
+def _verdict(mechanism: str, done: subprocess.CompletedProcess, token: str, targets: dict, listener: socket.socket) -> Passed | str:
+    from text2reward.sandbox.untrusted import clean_text  # the parent's side, as in self_test
 
     escapes = []
     if os.listdir(targets["target"]):
@@ -116,7 +128,7 @@ def _verdict(mechanism: str, done: subprocess.CompletedProcess, token: str, targ
     escapes += [f"{name}: {clean_text(str(outcome), 200)}" for name, outcome in findings.items() if not str(outcome).startswith("blocked")]
     if escapes:
         return f"the self-test escaped the {mechanism} jail ({'; '.join(escapes)})"
-    return Isolation(mechanism, layers={k: v for k, v in layers.items() if k in ("namespaces", "root", "landlock", "landlock_scopes", "seccomp", "uid")}, findings=findings)
+    return Passed(layers={k: v for k, v in layers.items() if k in ("namespaces", "root", "landlock", "landlock_scopes", "seccomp", "uid")}, findings=findings)
 
 
 # --- in the jailed worker ---

@@ -20,6 +20,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from policies.choices import Registry
 from text2reward.errors import ConfigError
 from text2reward.training.early_stop import EarlyStopper
 from text2reward.training.job import TrainJob
@@ -69,31 +70,26 @@ class ExecutorSpec:
     """Whether jobs train on this machine (so `--device cuda` needs this machine's GPU) or on a cluster's."""
 
 
-_EXECUTORS: dict[str, ExecutorSpec] = {}
+EXECUTORS: Registry[ExecutorSpec] = Registry(
+    "executor", lambda name, specs: f"unknown --executor {name!r}: choose {' or '.join(f'{s.name} {s.summary}' for s in specs)}")
+"""Every executor by name (policies.choices: one rule set for every pluggable choice)."""
 
 
 def register_executor(spec: ExecutorSpec, replace_existing: bool = False) -> ExecutorSpec:
-    if spec.name in _EXECUTORS and not replace_existing:
-        raise ValueError(f"an executor named {spec.name!r} is registered already")
-    _EXECUTORS[spec.name] = spec
-    return spec
+    return EXECUTORS.register(spec, replace=replace_existing)
 
 
-def unregister_executor(name: str) -> None:
-    _EXECUTORS.pop(name, None)
+def unregister_executor(name: str) -> ExecutorSpec:
+    return EXECUTORS.unregister(name)
 
 
 def executor_specs() -> list[ExecutorSpec]:
-    return list(_EXECUTORS.values())
+    return EXECUTORS.specs()
 
 
 def executor_spec(name: str) -> ExecutorSpec:
     """The registered executor `name`, or one line naming the choices."""
-    try:
-        return _EXECUTORS[name]
-    except KeyError:
-        choices = " or ".join(f"{s.name} {s.summary}" for s in _EXECUTORS.values())
-        raise ConfigError(f"unknown --executor {name!r}: choose {choices}") from None
+    return EXECUTORS.get(name)
 
 
 # --- the local pool ---

@@ -13,7 +13,7 @@ import shutil
 import sys
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +22,14 @@ from policies.config import TrainConfig
 from policies.evaluate import model_actor, run_episode
 from policies.her import flat_observations
 from policies.io import atomic_file, write_json_atomic, write_text_atomic
+from policies.plan import TrainingPlan, resolve_training_plan
 from policies.reward_modes import DEFAULT_GAMMA, runnable_source
 from policies.reward_program import reward_from_spec
 from policies.stats import Rate
 from policies.task_env import make_task_env
 from sim_envs import get_task, load_task_file
 from sim_envs.errors import RewardProgramError, Text2RewardError
+from sim_envs.task import Task
 from text2reward.errors import ConfigError
 
 JOB_FILE = "job.json"
@@ -61,13 +63,21 @@ class TrainJob:
     resumable: bool = True
     """Checkpoint training at evaluations, and go on from the checkpoint a killed attempt left in the folder
     (policies.resume); the Ray executor turns it off (each attempt runs in a fresh temporary folder)."""
+    plan: TrainingPlan | None = None
+    """The training's plan as the loop resolved it (policies.plan): the worker trains by it. None in a job.json written
+    before plans were: `resolved_plan` derives it from `train` then, by the same function."""
+
+    def resolved_plan(self, task: Task) -> TrainingPlan:
+        return self.plan if self.plan is not None else resolve_training_plan(self.train, task)
 
     @property
     def out_dir(self) -> str:
         return str(Path(self.train.out_dir).parent)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "train": {**asdict(self.train), "out_dir": str(self.train.out_dir)}}
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {**data, "train": {**asdict(self.train), "out_dir": str(self.train.out_dir)},
+                "plan": self.plan.to_dict() if self.plan is not None else None}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainJob:
@@ -77,7 +87,8 @@ class TrainJob:
             data["train"] = {**settings, "out_dir": str(Path(data.pop("out_dir")) / TRAIN_DIR)}
         train = dict(data.pop("train"))
         train["out_dir"] = Path(train["out_dir"])
-        return cls(train=TrainConfig(**train), **data)
+        plan = data.pop("plan", None)
+        return cls(train=TrainConfig(**train), plan=TrainingPlan.from_dict(plan) if plan is not None else None, **data)
 
     def write(self) -> Path:
         return write_json_atomic(Path(self.out_dir) / JOB_FILE, self.to_dict())
@@ -91,11 +102,13 @@ def run_job(job: TrainJob) -> dict[str, Any]:
         load_task_file(job.task_file)
     config = job.train
     task = get_task(config.task_id)
+    plan = job.resolved_plan(task)
     out = Path(job.out_dir)
     reward_fn = job_reward(job)
-    progress = JobProgress(out / PROGRESS_FILE, config.steps or task.default_steps)
+    progress = JobProgress(out / PROGRESS_FILE, plan.steps)
     try:
-        result = train(config, reward_fn=reward_fn, on_eval=progress.publish, on_phase=progress.phase, resumable=job.resumable)
+        result = train(config, reward_fn=reward_fn, on_eval=progress.publish, on_phase=progress.phase, resumable=job.resumable,
+                       plan=plan)
         record: dict[str, Any] = {"result": result.to_dict(), "warnings": []}
         analyse_and_film(job, task, reward_fn, record, progress.phase)
     finally:

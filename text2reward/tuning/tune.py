@@ -24,10 +24,10 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from policies.hyperparams import load_hyperparams
+from policies.config import TrainConfig
 from policies.io import write_text_atomic
+from policies.plan import TrainingPlan, resolve_training_plan
 from sim_envs import get_task, load_task_file
-from sim_envs.task import Task
 from text2reward.errors import ConfigError, Text2RewardError
 from text2reward.runs.ranking import best_candidate
 from text2reward.runs.records import Candidate, EarlyStop, TrainingSummary, TuningSummary, kept_training_result
@@ -79,13 +79,6 @@ def parent_candidate(store: RunStore, candidate_id: str | None) -> Candidate:
     return candidate
 
 
-def eval_episodes(config: RunConfig, task: Task) -> int:
-    """Episodes per evaluation, as training will resolve them (a flag, else the family's YAML)."""
-    if config.eval_episodes is not None:
-        return config.eval_episodes
-    return load_hyperparams(task.family, config.algo, config.overrides).eval_episodes
-
-
 class Tuner:
     """One candidate's tuning: the study, its trials in batches, and the winner."""
 
@@ -101,7 +94,9 @@ class Tuner:
         self.found = require_tunable(self.source, parent.id)
         self.space: list[Constant] = self.found.tunable
         self.dir = store.tune_dir(parent.id)
-        self.episodes = eval_episodes(self.config, self.task)
+        self.plan = self.trial_plan(None)
+        """The trials' plan before the study fixes their budget: its evaluation episodes and default budget."""
+        self.episodes = self.plan.eval_episodes
         self.margin = default_margin(self.episodes) if min_gain is None else float(min_gain)
         """How far a trial must score above the parent's constants to replace them (study.pick_winner)."""
         self.steps = steps
@@ -120,7 +115,7 @@ class Tuner:
 
     # --- the study -------------------------------------------------------------------------------------
     def open(self, trials: int) -> None:
-        budget_default = self.config.steps or self.task.default_steps
+        budget_default = self.plan.steps
         self.study = open_study(self.dir, self.parent.id, self.config.seed, trials, self.steps or budget_default)
         recorded = self.study.user_attrs.get(STEPS_ATTR)
         if self.study.get_trials(deepcopy=False) and recorded is not None:
@@ -158,13 +153,22 @@ class Tuner:
             attempts += batch
         return self.write_winner()
 
+    def trial_config(self, folder: Path, steps: int | None) -> TrainConfig:
+        train = self.config.train_config(self.task.id, folder / TRAIN_DIR, "code", self.config.seed, early_stop=True)
+        train.steps = steps if steps is not None else train.steps
+        train.stop_file = str(folder / STOP_FILE)  # the pruner's, whatever the run's --no-early-stop says
+        return train
+
+    def trial_plan(self, steps: int | None) -> TrainingPlan:
+        """A trial's plan (policies.plan): the run's settings, the trial budget over its --steps."""
+        return resolve_training_plan(self.trial_config(self.dir, steps), self.task)
+
     def job(self, number: int, values: dict[str, float | int]) -> TrainJob:
         folder = trial_dir(self.dir, number)
         code_path = write_text_atomic(folder / "reward.py", rewrite(self.source, values))
-        train = self.config.train_config(self.task.id, folder / TRAIN_DIR, "code", self.config.seed, early_stop=True)
-        train.steps = self.steps
-        train.stop_file = str(folder / STOP_FILE)  # the pruner's, whatever the run's --no-early-stop says
-        return TrainJob(train=train, code_path=str(code_path), task_file=self.config.task_file, analysis_episodes=0, video=False)
+        train = self.trial_config(folder, self.steps)
+        return TrainJob(train=train, plan=resolve_training_plan(train, self.task), code_path=str(code_path),
+                        task_file=self.config.task_file, analysis_episodes=0, video=False)
 
     def run_batch(self, size: int) -> None:
         from optuna.trial import TrialState  # Optuna (~65 ms): this module loads with every `t2r` command; only a study pays it
@@ -265,9 +269,3 @@ def tune_candidate(store: RunStore, candidate_id: str | None, trials: int, steps
         tuner = Tuner(store, parent, steps, emit, JobSession(runner, display, emit), min_gain)
         active_isolation()  # fail closed before any trial trains
         return tuner.run(trials)
-
-
-def trial_folders(store: RunStore, candidate_id: str) -> list[Path]:
-    """The trial folders of a candidate's tuning, in trial order (for tests and people)."""
-    folders = [p for p in store.tune_dir(candidate_id).glob("trial_*") if p.name.split("_")[-1].isdigit()]
-    return sorted(folders, key=lambda p: int(p.name.split("_")[-1]))

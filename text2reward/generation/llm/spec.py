@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from text2reward.errors import ConfigError
+from policies.choices import Registry
 from text2reward.generation.llm.base import Backend
 from text2reward.runs.records import author_label
 
@@ -88,35 +88,30 @@ class BackendSpec:
         return self.build(settings)
 
 
-_BACKENDS: dict[str, BackendSpec] = {}
+BACKENDS: Registry[BackendSpec] = Registry(
+    "backend", lambda name, specs: f"unknown --llm {name!r}: choose {', '.join(f'{s.name} {s.summary}'.strip() for s in specs)}")
+"""Every model backend by name (policies.choices: one rule set for every pluggable choice)."""
 
 
 def register_backend(spec: BackendSpec, replace_existing: bool = False) -> BackendSpec:
     """Make `spec` choosable by name (`--llm NAME`, `RunConfig.backend`). A name is registered once."""
-    if spec.name in _BACKENDS and not replace_existing:
-        raise ValueError(f"a backend named {spec.name!r} is registered already")
-    _BACKENDS[spec.name] = spec
-    return spec
+    return BACKENDS.register(spec, replace=replace_existing)
 
 
-def unregister_backend(name: str) -> None:
+def unregister_backend(name: str) -> BackendSpec:
     """Forget a backend (tests that register a toy one)."""
-    _BACKENDS.pop(name, None)
+    return BACKENDS.unregister(name)
 
 
 def backend_specs() -> list[BackendSpec]:
-    return list(_BACKENDS.values())
+    return BACKENDS.specs()
 
 
 def backend_spec(name: str) -> BackendSpec:
     """The registered backend `name`, or one line naming the choices."""
-    try:
-        return _BACKENDS[name]
-    except KeyError:
-        choices = ", ".join(f"{s.name} {s.summary}".strip() for s in _BACKENDS.values())
-        raise ConfigError(f"unknown --llm {name!r}: choose {choices}") from None
+    return BACKENDS.get(name)
 
 
 def image_backends() -> list[str]:
     """The backends that can be asked about images between rounds (what `--vision-analysis` needs)."""
-    return [s.name for s in _BACKENDS.values() if s.accepts_images and s.answers_between_rounds]
+    return [s.name for s in BACKENDS.specs() if s.accepts_images and s.answers_between_rounds]
