@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, fields
 from types import MappingProxyType
 from typing import Any
 
-from policies.algorithms import configure_jax
+from policies.algorithms import configure_jax, get_algorithm
 from policies.config import TrainConfig
 from policies.hyperparams import Hyperparams, load_hyperparams
 from sim_envs.errors import ConfigError
@@ -82,9 +82,23 @@ def resolve_training_plan(config: TrainConfig, task: Task) -> TrainingPlan:
             raise ConfigError(f"{flag} must be a positive whole number, got {value!r}")
     if config.device not in DEVICES and not config.device.startswith("cuda:"):
         raise ConfigError(f"unknown device {config.device!r}; use auto, cpu or cuda")
+    keep_update_ratio(params, "gradient_steps" in config.overrides)
     return TrainingPlan(steps=steps, eval_freq=params.eval_freq, eval_episodes=params.eval_episodes,
                         final_eval_episodes=final_eval_episodes(config, params), algo=params.algo, hyperparams=asdict(params),
                         device=config.device, n_envs=params.n_envs, seeds=(config.seed,))
+
+
+def keep_update_ratio(params: Hyperparams, chosen: bool) -> None:
+    """With n_envs > 1, an off-policy algorithm takes `gradient_steps` x n_envs updates per vector step, so the updates
+    per environment step (the update-to-data ratio the family's settings were tuned at) stay what one env had; SBX runs
+    them as one compiled call. Why: at one update per vector step, n_envs envs buy speed with sample efficiency (half
+    the updates per env step at 2 envs), and success tracks the number of updates. A `--hp gradient_steps` the user
+    chose, or SB3's -1 (as many as the steps collected: already per transition), is left as it is."""
+    if params.n_envs <= 1 or chosen or get_algorithm(params.algo).on_policy:
+        return
+    base = params.algo_kwargs.get("gradient_steps", 1)
+    if isinstance(base, int) and not isinstance(base, bool) and base >= 1:
+        params.algo_kwargs["gradient_steps"] = base * params.n_envs
 
 
 def final_eval_episodes(config: TrainConfig, params: Hyperparams) -> int:

@@ -102,10 +102,22 @@ class TrainResult:
         return asdict(self)
 
 
-def resolve_device(device: str, algo: str | None = None) -> str:
-    """The device to train on. `auto` is a GPU when there is one, except for PPO: with an MLP policy PPO is
-    faster on the CPU (its updates are small; SB3 warns when it is put on a GPU). SB3 trains with torch,
-    SBX with JAX, and each needs its own GPU build to see one."""
+GPU_MIN_ENVS = 4
+"""`--device auto` puts an SBX off-policy training on a GPU only from this many envs (benchmarks/throughput.py on an
+H100, RESULTS.md): one env on cuda ran at 0.68x one CPU core (a [128, 128] update on 256 rows is launch-bound), 4 envs
+with their 4 updates compiled into one call at 1.28-1.57x, 16 at 5x, 32 at 7.5x."""
+
+
+def auto_device(backend: str, on_policy: bool, n_envs: int, gpus: int) -> str:
+    """The measured rule behind `--device auto`: never the slower device. A GPU only for SBX (JAX) off-policy training
+    at n_envs >= GPU_MIN_ENVS; PPO's small MLP updates and SB3's per-update Python dispatch (SB3 SAC ran 81 steps/s on
+    cuda against 106 on cpu at one env) stay on the CPU."""
+    return "cuda" if gpus and backend == "sbx" and not on_policy and n_envs >= GPU_MIN_ENVS else "cpu"
+
+
+def resolve_device(device: str, algo: str | None = None, n_envs: int = 1) -> str:
+    """The device to train on: `auto` by the measured rule (`auto_device`), `cuda`/`cuda:N` checked against the GPUs
+    the training library sees. SB3 trains with torch, SBX with JAX, and each needs its own GPU build to see one."""
     if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
         raise ConfigError(f"unknown device {device!r}; use auto, cpu or cuda")
     algorithm = get_algorithm(algo) if algo is not None else None
@@ -118,7 +130,9 @@ def resolve_device(device: str, algo: str | None = None) -> str:
     if device.startswith("cuda") and not gpus:
         raise ConfigError(missing)
     if device == "auto":
-        return "cuda" if gpus and not (algorithm and algorithm.on_policy) else "cpu"
+        if algorithm is None:
+            return "cpu"
+        return auto_device(algorithm.backend, algorithm.on_policy, n_envs, gpus)
     if device.startswith("cuda:"):  # a GPU index that exists
         index = device.partition(":")[2]
         if not index.isdigit() or int(index) >= gpus:
@@ -217,7 +231,7 @@ def resolve_setup(config: TrainConfig, plan: TrainingPlan, task: Task, reward_fn
         check_learning_starts(params.algo, params.algo_kwargs, task, params.n_envs)
         params.algo_kwargs["buffer_size"] = her_buffer_size(params.algo_kwargs.get("buffer_size"), plan.steps, params.n_envs)
     return TrainingSetup(params=params, steps=plan.steps, mode=mode, final_episodes=plan.final_eval_episodes,
-                         device=resolve_device(plan.device, params.algo), flatten=not params.her,
+                         device=resolve_device(plan.device, params.algo, params.n_envs), flatten=not params.her,
                          gamma=float(params.algo_kwargs.get("gamma", DEFAULT_GAMMA)), seed=plan.seed)
 
 
