@@ -47,7 +47,7 @@ from text2reward.runs.run_events import (
     ignore,
 )
 from text2reward.runs.statuses import CandidateStatus, FailureCause, RunStatus
-from text2reward.runs.store import RunStore, index_run
+from text2reward.runs.store import RunStore, check_writable, index_run
 from text2reward.sandbox import active_isolation
 from text2reward.settings import RunConfig, check_backend, check_run_config
 from text2reward.training.early_stop import EarlyStopper
@@ -328,6 +328,7 @@ def start_run(config: RunConfig, runs_dir: Path, emit: Emit | None = None, backe
     """Check everything that can be checked, then create the run folder and run it."""
     config = check_run_config(config, backend_given=backend is not None)
     active_isolation()  # fail closed before any model is asked or any code runs: no jail here, no run
+    check_writable(runs_dir)  # a read-only or full place: one line, before anything is asked or written
     warning = budget_warning(get_task(config.task_id), config.steps)
     if warning and emit is not None:
         emit(Note(warning))

@@ -5,6 +5,7 @@ User mistakes become one red line and exit code 1, never a traceback.
 
 from __future__ import annotations
 
+import errno
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +39,10 @@ err_console = Console(stderr=True, soft_wrap=True)
 TaskFileOption = Annotated[Optional[Path], typer.Option("--task-file", help="Python file defining extra tasks (see README)")]
 
 
+UNWRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR})
+"""An OS error that means the place a command writes to cannot take it: the person's to fix, never a traceback."""
+
+
 def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
     """Turn project errors into one red line and a non-zero exit."""
 
@@ -47,6 +52,12 @@ def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
             return command(*args, **kwargs)
         except Text2RewardError as exc:
             err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+        except OSError as exc:
+            if exc.errno not in UNWRITABLE or exc.filename is None:
+                raise
+            err_console.print(f"[red]error:[/red] cannot write {escape(str(exc.filename))} ({escape(exc.strerror or '')}); choose a "
+                              "place you can write to (--out, --runs-dir)", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
 
     return wrapper
