@@ -18,7 +18,7 @@ from policies.hyperparams import load_hyperparams
 from sim_envs import get_task, load_task_file
 from sim_envs.task import Task
 from text2reward.checking import CandidateChecker, CheckSettings
-from text2reward.errors import ConfigError, Text2RewardError
+from text2reward.errors import ConfigError, RunInterrupted, Text2RewardError
 from text2reward.generation.failure_analysis import analyse_failures
 from text2reward.generation.llm import Backend, CachedBackend, GenerationRequest, Reply, ReplyCache
 from text2reward.generation.llm.errors import RepliesExhausted
@@ -339,7 +339,10 @@ def start_run(config: RunConfig, runs_dir: Path, emit: Emit | None = None, backe
         store.set_state(status=RunStatus.FAILED, error=str(exc)[:500])
         index_run(store)
         raise
-    loop.run()
+    try:
+        loop.run()
+    except KeyboardInterrupt as exc:  # recorded as interrupted by the loop; the caller learns which run to resume
+        raise RunInterrupted(store.run_id, str(store.runs_dir)) from exc
     return store
 
 
@@ -360,5 +363,8 @@ def resume_run(runs_dir: Path, run_id: str, emit: Emit | None = None, backend: B
     active_isolation()
     if reply_files:
         store.write_config(config.to_record())
-    Loop(store, backend, emit, display).run()
+    try:
+        Loop(store, backend, emit, display).run()
+    except KeyboardInterrupt as exc:
+        raise RunInterrupted(store.run_id, str(store.runs_dir)) from exc
     return store

@@ -29,7 +29,7 @@ from policies.io import write_json_atomic, write_text_atomic
 from text2reward.errors import ConfigError
 from text2reward.runs import layout
 from text2reward.runs.layout import RunLayout
-from text2reward.runs.lock import held_by_a_live_process
+from text2reward.runs.lock import held_by_a_live_process, unrecorded_seconds
 from text2reward.runs.records import (
     Candidate,
     FinalSummary,
@@ -148,6 +148,11 @@ class RunStore:
     def state(self) -> RunState:
         raw = self.read_json(layout.STATE)
         return RunState.from_dict(upgrade(raw, str(self.paths.state))) if raw is not None else RunState()
+
+    def wall_seconds(self) -> float:
+        """The run's wall time so far: what its state recorded, plus the running (or killed) attempt's own."""
+        state = self.state()
+        return state.wall_seconds + (unrecorded_seconds(self.root) if state.status.live else 0.0)
 
     def status(self) -> RunStatus:
         """The run's status as it really is: a run recorded as `running` (or just `created`) whose process is
@@ -389,5 +394,8 @@ def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
         rows = db.execute("SELECT * FROM runs ORDER BY created DESC").fetchall()
     listed = [dict(r) for r in rows if Path(r["path"]).is_dir()]
     for row in listed:  # the index holds what was last written; a dead run's process wrote nothing more
-        row["status"] = effective_status(Path(row["path"]), RunStatus.read(row["status"]), row["updated"]).value
+        recorded = RunStatus.read(row["status"])
+        row["status"] = effective_status(Path(row["path"]), recorded, row["updated"]).value
+        if recorded.live:
+            row["wall_seconds"] = (row["wall_seconds"] or 0.0) + unrecorded_seconds(Path(row["path"]))
     return listed
