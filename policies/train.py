@@ -29,6 +29,7 @@ from policies.her import HER_POLICY, check_learning_starts, her_algo_kwargs, her
 from policies.hyperparams import Hyperparams, load_hyperparams
 from policies.interrupt import StopOnRequest, TrainingInterrupted
 from policies.io import atomic_file, write_json_atomic
+from policies.policy import Policy
 from policies.resume import ResumeCheckpoint, find_checkpoint, load_model, training_settings
 from policies.reward_modes import DEFAULT_GAMMA, require_program
 from policies.reward_program import RewardFunction, SparseReward, reward_from_spec
@@ -100,6 +101,11 @@ class TrainResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def policy(self) -> Policy:
+        """The trained policy (`predict`, `save`, `Policy.load`), loaded from `model_path`."""
+        return Policy.load(Path(self.model_path).parent)
 
 
 def resolve_device(device: str, algo: str | None = None) -> str:

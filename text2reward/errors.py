@@ -8,7 +8,17 @@ from sim_envs.errors import (
     UnknownTaskError,
 )
 
-__all__ = ["ConfigError", "RewardProgramError", "RunInterrupted", "TaskFileError", "Text2RewardError", "UnknownTaskError"]
+__all__ = ["ConfigError", "RewardProgramError", "RunInterrupted", "SettingTypeError", "SettingValueError", "TaskFileError",
+           "Text2RewardError", "UnknownTaskError"]
+
+
+class SettingTypeError(ConfigError, TypeError):
+    """A Python caller gave a setting of the wrong type (`steps="abc"`): a TypeError in Python's terms, and still a
+    ConfigError to whoever catches the project's errors."""
+
+
+class SettingValueError(ConfigError, ValueError):
+    """A Python caller gave a setting an impossible value (`rounds=0`): a ValueError naming the parameter."""
 
 
 class RunInterrupted(KeyboardInterrupt):
