@@ -82,10 +82,10 @@ def test_a_search_reports_typed_events_and_returns_its_result(tmp_path):
 
 
 def test_a_setting_that_does_not_exist_is_one_line_naming_those_that_do(tmp_path):
-    with pytest.raises(ConfigError, match=r"RewardSearch takes no setting roundz; the settings are .*rounds"):
-        RewardSearch("fetch/reach", roundz=2, runs_dir=tmp_path)
-    with pytest.raises(ConfigError, match="--rounds must be at least 1"):
-        RewardSearch("fetch/reach", rounds=0, runs_dir=tmp_path).run()
+    with pytest.raises(ConfigError, match=r"RewardSearch got an unexpected keyword argument 'roundz'; the settings are .*rounds"):
+        RewardSearch("fetch/reach", roundz=2, runs_dir=tmp_path)  # type: ignore[call-arg]
+    with pytest.raises(ConfigError, match="rounds must be a positive int, got 0"):
+        RewardSearch("fetch/reach", rounds=0, runs_dir=tmp_path)
     assert not list(tmp_path.iterdir())
 
 
