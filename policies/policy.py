@@ -36,7 +36,7 @@ class Policy:
     def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
                 deterministic: bool = True) -> tuple[np.ndarray, Any]:
         """The action for `observation` (SB3's `predict`; deterministic by default, as an evaluation acts)."""
-        return self.model.predict(observation, state=state, episode_start=episode_start, deterministic=deterministic)  # type: ignore[no-any-return]
+        return self.model.predict(observation, state=state, episode_start=episode_start, deterministic=deterministic)
 
     def make_env(self, seed: int = 0) -> Any:
         """The task's environment as this policy reads it (judged by the task's own success test, `info["is_success"]`)."""

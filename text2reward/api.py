@@ -427,8 +427,7 @@ def _search_signature() -> inspect.Signature:
     IDE and a notebook's completion show), from `SearchSettings` and `RunConfig`'s defaults."""
     base = inspect.signature(RewardSearch.__init__)
     fixed = [p for p in base.parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD]
-    defaults = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())  # type: ignore[misc]
-                for f in dataclasses.fields(RunConfig) if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
+    defaults = {name: getattr(RunConfig(task_id="-"), name) for name in get_type_hints(SearchSettings)}  # each field's default
     hints = get_type_hints(SearchSettings)
     settings = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=defaults.get(name), annotation=hint)
                 for name, hint in hints.items()]

@@ -7,6 +7,7 @@ rounds and does it."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -104,3 +105,28 @@ def test_resuming_a_finished_run_says_how_to_add_rounds_and_adds_them(tmp_path):
     more = t2r("resume", FIXTURE.name, "--runs-dir", str(runs), "--rounds", "3")
     assert more.returncode == 0, more.stderr[-2000:]
     assert "round 2:" in more.stdout and json.loads((runs / FIXTURE.name / "state.json").read_text())["rounds_done"] == 3
+
+
+def test_a_run_killed_outright_shows_the_time_it_ran(tmp_path):
+    """SIGKILL leaves no chance to record anything: `t2r runs show` and `t2r runs` count the killed attempt's time from
+    its lock (its start to its last heartbeat), instead of "interrupted, 0 s"."""
+    runs = tmp_path / "runs"
+    process = subprocess.Popen(command("run", "--task", "fetch/reach", "--rounds", "1", "--samples", "1", "--steps", "400",
+                                       "--eval-freq", "100", "--eval-episodes", "1", "--final-seeds", "0", "--no-video", *SMALL_SAC,
+                                       "--runs-dir", str(runs)),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + REACHED_WITHIN
+    lock = list(runs.glob("*/run.lock"))
+    while process.poll() is None and time.monotonic() < deadline:
+        lock = list(runs.glob("*/run.lock"))
+        if lock and json.loads(lock[0].read_text() or "{}").get("heartbeat", 0) > json.loads(lock[0].read_text() or "{}").get("started", 0) + 1:
+            break  # a heartbeat after the start: the attempt has run for a while, as its lock says
+        time.sleep(0.1)
+    assert process.poll() is None and lock
+    os.killpg(process.pid, signal.SIGKILL)  # the command and its workers, with no chance to write a word
+    process.wait(timeout=60)
+    run = lock[0].parent
+    shown = t2r("runs", "show", run.name, "--runs-dir", str(runs))
+    assert "interrupted" in shown.stdout and "interrupted, 0 s" not in shown.stdout, shown.stdout
+    listed = json.loads(t2r("runs", "--runs-dir", str(runs), "--json").stdout)
+    assert listed[0]["status"] == "interrupted" and listed[0]["wall_seconds"] >= 1
