@@ -32,7 +32,7 @@ from text2reward.cli.shared import (
     load_extra_tasks,
     parse_overrides,
 )
-from text2reward.errors import ConfigError
+from text2reward.errors import ConfigError, RewardProgramError
 from text2reward.preflight import budget_warning, check_train_config
 
 
@@ -139,6 +139,10 @@ def train(
                           f"what it reached is in {out / RESULT_FILE}; resume with `t2r train --resume {out}`",
                           highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(130) from None
+    except RewardProgramError as exc:
+        if exc.cause == "reward":  # its own code failed: training it again would fail again, so nothing is left to resume
+            remove_checkpoint(out)
+        raise
     finally:
         close = getattr(reward_fn, "close", None)
         if close is not None:
