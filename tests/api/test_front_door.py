@@ -122,6 +122,8 @@ def test_the_readme_python_example_runs(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "finished" in done.stdout and "def compute_dense_reward" in done.stdout
+    assert re.search(r"^r0-s0: \d+ steps, success \d\.\d\d$", done.stdout, re.M), done.stdout  # the callback printed at its budget
+    assert (tmp_path / "reach_policy.zip").is_file()  # result.policy saved, and loaded back from the file alone
 
 
 @pytest.mark.slow
