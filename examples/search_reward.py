@@ -29,7 +29,8 @@ class Watch(SearchCallback):
         print(f"  {event.candidate.id} stopped early: {event.candidate.stopped_early}")
 
     def on_round_done(self, event: RoundDone) -> None:
-        print(f"round {event.summary.round}: best {event.summary.best} ({event.summary.best_success})")
+        success = "-" if event.summary.best_success is None else f"{event.summary.best_success:.2f}"
+        print(f"round {event.summary.round}: best {event.summary.best} (success {success})")
 
 
 def main() -> None:
@@ -55,9 +56,11 @@ def main() -> None:
         raise SystemExit(1)
     low, high = result.best.interval
     print(f"best reward {result.best.id} by {result.best.author}: success {result.best.success_rate:.2f} "
-          f"(95% interval {low:.2f}-{high:.2f} over {result.best.episodes} episodes), code in {result.best.file}")
+          f"({round(result.best.success_rate * result.best.episodes)} of {result.best.episodes} episodes, 95% interval "
+          f"{low:.2f}-{high:.2f}), code in {result.best.file}")
     for kind, arm in result.comparison.arms() if result.comparison else []:
-        print(f"final comparison, {kind} reward: mean success {arm.mean} over seeds {arm.seeds}")
+        mean = "-" if arm.mean is None else f"{arm.mean:.2f} +/- {arm.std or 0:.2f}"
+        print(f"final comparison, {kind} reward: mean success {mean} over seeds {arm.seeds}")
 
 
 if __name__ == "__main__":

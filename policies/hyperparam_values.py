@@ -20,6 +20,10 @@ from sim_envs.task import Task
 
 COUNTS = ("n_envs", "eval_freq", "eval_episodes", "final_eval_episodes", "checkpoint_freq")
 """Settings of ours (not the library's) that `--hp` may set: each a positive whole number."""
+SIZES = {"batch_size": 1, "buffer_size": 1, "n_steps": 1, "n_epochs": 1, "train_freq": 1, "learning_starts": 0}
+"""The library's sizes its constructor takes without checking (SB3's SAC accepts `batch_size=-1`, PPO `n_epochs=0`; the
+first update then fails with "negative dimensions are not allowed", naming no setting): each a whole number at least this.
+`gradient_steps` is checked beside them (-1, "as many as steps collected", or at least 1)."""
 PROBE_BUFFER = 1000
 """A replay buffer is allocated whole by the constructor: the check builds it this small (its size's type still checked)."""
 
@@ -55,6 +59,7 @@ def check_override_values(task: Task, params: Hyperparams, overrides: dict[str, 
         value = getattr(params, key)
         if key in overrides and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
             raise ConfigError(f"--hp {key}={overrides[key]!r} must be a positive whole number")
+    check_sizes(params.algo_kwargs, overrides)
     try:
         _build(task, params)
     except Exception as exc:
@@ -62,6 +67,22 @@ def check_override_values(task: Task, params: Hyperparams, overrides: dict[str, 
         named = f"--hp {culprit}={overrides[culprit]!r}" if culprit else "--hp " + " ".join(f"{k}={v!r}" for k, v in overrides.items())
         raise ConfigError(f"{named} is refused by {params.algo.upper()}: {type(exc).__name__}: {_line(exc)}; "
                           "give a value of the type its documentation names (e.g. --hp learning_rate=0.0003)") from None
+
+
+def check_sizes(algo_kwargs: dict[str, Any], overrides: dict[str, Any]) -> None:
+    """The sizes the constructor does not check (`SIZES`, `gradient_steps`), each one line naming its `--hp`."""
+    for key, least in SIZES.items():
+        if key not in overrides or key not in algo_kwargs:
+            continue
+        value = algo_kwargs[key]
+        number = value[0] if key == "train_freq" and isinstance(value, (list, tuple)) and value else value  # (4, "step")
+        if isinstance(number, bool) or not isinstance(number, int) or number < least:
+            bound = "a positive whole number" if least == 1 else "a whole number, 0 or more"
+            raise ConfigError(f"--hp {key}={overrides[key]!r} must be {bound} (e.g. --hp {key}={max(least, 1) * 64 if key == 'batch_size' else max(least, 1)})")
+    steps = algo_kwargs.get("gradient_steps")
+    if "gradient_steps" in overrides and (isinstance(steps, bool) or not isinstance(steps, int) or (steps < 1 and steps != -1)):
+        raise ConfigError(f"--hp gradient_steps={overrides['gradient_steps']!r} must be a positive whole number, or -1 "
+                          "(as many as the steps collected)")
 
 
 def _refuses(task: Task, params: Hyperparams, key: str, overrides: dict[str, Any]) -> bool:

@@ -24,6 +24,7 @@ import io
 import random
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +156,8 @@ class ResumeCheckpoint(BaseCallback):
         self._start = time.perf_counter()
         self._last_write_at = self._start
         self._last_cost = 0.0
+        self.unfinished: Callable[[], bool] = lambda: False
+        """True when training ends because a person stopped it (policies.interrupt): the checkpoint is not the last."""
         self.writes: list[dict[str, float]] = []
         """Each write's step, seconds and bytes (summed in result.json's `checkpoints`: `cost`)."""
 
@@ -174,7 +177,7 @@ class ResumeCheckpoint(BaseCallback):
             self._maybe_write()
 
     def _on_training_end(self) -> None:
-        self.write(finished=True)
+        self.write(finished=not self.unfinished())
 
     def _maybe_write(self) -> None:
         since = time.perf_counter() - self._last_write_at

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 from stable_baselines3.common.buffers import DictReplayBuffer
-from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
+from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback, ProgressBarCallback
 from stable_baselines3.common.env_util import make_vec_env
 
 from policies.algorithms import algorithm_class, cache_jax_compilations, configure_jax, get_algorithm, jax_gpu_count, use_jax_device
@@ -27,8 +27,10 @@ from policies.config import TrainConfig
 from policies.evaluate import EvalResult, evaluate, model_actor
 from policies.her import HER_POLICY, check_learning_starts, her_algo_kwargs, her_buffer_size, resolve_her
 from policies.hyperparams import Hyperparams
+from policies.interrupt import StopOnRequest, TrainingInterrupted
 from policies.io import atomic_file, write_json_atomic
 from policies.plan import TrainingPlan, resolve_training_plan
+from policies.policy import Policy
 from policies.resume import ResumeCheckpoint, find_checkpoint, load_model, training_settings
 from policies.reward_modes import DEFAULT_GAMMA, require_program
 from policies.reward_program import RewardFunction, SparseReward, reward_from_spec
@@ -100,6 +102,11 @@ class TrainResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def policy(self) -> Policy:
+        """The trained policy (`predict`, `save`, `Policy.load`), loaded from `model_path`."""
+        return Policy.load(Path(self.model_path).parent)
 
 
 GPU_MIN_ENVS = 4
@@ -176,11 +183,14 @@ def train(
     on_phase: Callable[[str], None] | None = None,
     resumable: bool = False,
     plan: TrainingPlan | None = None,
+    stop_requested: Callable[[], bool] | None = None,
 ) -> TrainResult:
     """Train, evaluate and write `out_dir/result.json`; `reward_fn` overrides `config.reward`. `resumable`: write a
     resume checkpoint after evaluations and go on from one a previous attempt left in `out_dir` with the same
     settings (policies.resume); the caller removes it once its job is done (policies.checkpoint.remove_checkpoint).
-    `plan`: the job's resolved plan (policies.plan); without one, it is resolved from `config` here."""
+    `plan`: the job's resolved plan (policies.plan); without one, it is resolved from `config` here.
+    `stop_requested` (a person's Ctrl-C, policies.interrupt): once true, training ends at the next step, the checkpoint
+    and a result.json marked interrupted are written (no final evaluation), and `TrainingInterrupted` is raised."""
     task = get_task(config.task_id)
     reward_fn = reward_fn or resolve_reward(task, config.reward)
     setup = resolve_setup(config, plan or resolve_training_plan(config, task), task, reward_fn)
@@ -193,7 +203,15 @@ def train(
     train_env, eval_env = build_envs(task, reward_fn, setup.seed, setup, out, resumed=checkpoint is not None)
     model, checkpoint = resume_or_build(setup.params, train_env, setup.seed, setup.device, out / "tb", checkpoint)
     hooks = build_callbacks(config, setup, model, eval_env, out, checkpoint, on_eval, settings if resumable else None)
-    final, wall, failure = learn_and_evaluate(model, hooks, train_env, eval_env, task, config, setup, out, on_phase)
+    if stop_requested is not None:
+        hooks.listed.insert(0, StopOnRequest(stop_requested))
+        if hooks.resume is not None:
+            hooks.resume.unfinished = stop_requested
+    try:
+        final, wall, failure = learn_and_evaluate(model, hooks, train_env, eval_env, task, config, setup, out, on_phase, stop_requested)
+    except TrainingInterrupted as stop:
+        write_json_atomic(out / RESULT_FILE, interrupted_result(task, reward_fn, config, setup, hooks, stop))
+        raise
     add_final_point(hooks.evaluator.curve, int(model.num_timesteps), final, wall)
     result = training_result(task, reward_fn, config, setup, model, final, wall, hooks, failure)
     write_json_atomic(out / RESULT_FILE, result.to_dict())
@@ -292,20 +310,23 @@ def build_callbacks(config: TrainConfig, plan: TrainingSetup, model: Any, eval_e
 
 
 def learn_and_evaluate(model: Any, hooks: TrainingCallbacks, train_env: Any, eval_env: Any, task: Task, config: TrainConfig,
-                       plan: TrainingSetup, out: Path, on_phase: Callable[[str], None] | None
-                       ) -> tuple[EvalResult, float, RewardProgramError | None]:
+                       plan: TrainingSetup, out: Path, on_phase: Callable[[str], None] | None,
+                       stop_requested: Callable[[], bool] | None = None) -> tuple[EvalResult, float, RewardProgramError | None]:
     """Train for what is left of the budget, save the model, evaluate it; close both envs. Returns the final evaluation,
     the training's seconds (a resumed one's included) and the reward's failure: a reward that broke a limit stops
     training but keeps what was learned, and the final evaluation, which needs no reward, runs on the sparse one."""
     start = time.perf_counter()
     failure = None
+    # the bar as our callback, not SB3's `progress_bar=True`: closed here when training raises (else tqdm closes it at
+    # interpreter exit, and prints a traceback after the error's one line)
+    bar = ProgressBarCallback() if config.progress else None
     try:
         try:
             if not hooks.training_done:
                 model.learn(
                     total_timesteps=max(plan.steps - model.num_timesteps, 0) if hooks.resumed else plan.steps,
-                    callback=CallbackList(hooks.listed),
-                    progress_bar=config.progress,
+                    callback=CallbackList([*hooks.listed, *([bar] if bar is not None else [])]),
+                    progress_bar=False,
                     tb_log_name="run",
                     reset_num_timesteps=not hooks.resumed,  # the budget counts from where the checkpoint stopped
                 )
@@ -313,6 +334,8 @@ def learn_and_evaluate(model: Any, hooks: TrainingCallbacks, train_env: Any, eva
             failure = exc
         wall = hooks.elapsed_before + time.perf_counter() - start
         model.save(out / MODEL_FILE)
+        if stop_requested is not None and stop_requested():  # a person stopped it (a jailed reward the signal reached included)
+            raise TrainingInterrupted(int(model.num_timesteps), plan.steps, wall)
         if failure is not None:  # the reward can no longer be called; the success test needs none
             eval_env.close()
             eval_env = make_task_env(task, SparseReward(), seed=plan.seed + EVAL_SEED_OFFSET, flatten=plan.flatten)
@@ -320,9 +343,24 @@ def learn_and_evaluate(model: Any, hooks: TrainingCallbacks, train_env: Any, eva
             on_phase(f"final evaluation ({plan.final_episodes} episode{'s' if plan.final_episodes != 1 else ''})")
         final = evaluate(eval_env, model_actor(model), plan.final_episodes, seed=plan.seed + EVAL_SEED_OFFSET)
     finally:
+        if bar is not None and getattr(bar, "pbar", None) is not None:
+            bar.pbar.close()
         train_env.close()
         eval_env.close()
     return final, wall, failure
+
+
+def interrupted_result(task: Task, reward_fn: RewardFunction, config: TrainConfig, plan: TrainingSetup, hooks: TrainingCallbacks,
+                       stop: TrainingInterrupted) -> dict[str, Any]:
+    """result.json of a training a person stopped: how far it got (steps, the curve, the components), the policy it
+    saved, and what `load_policy` reads (task, algo, her); no final evaluation was made."""
+    curve = hooks.evaluator.curve
+    return {"interrupted": True, "task": task.id, "reward": getattr(reward_fn, "name", config.reward), "reward_mode": plan.mode,
+            "algo": plan.params.algo, "seed": plan.seed, "device": plan.device, "steps": stop.steps,
+            "requested_steps": int(plan.steps), "wall_seconds": round(stop.wall_seconds, 2),
+            "success_rate": curve[-1]["success_rate"] if curve else None, "curve": curve, "components": hooks.components.history,
+            "model_path": str(Path(config.out_dir) / MODEL_FILE), "her": plan.params.her, "resumed_from": hooks.resumed_from,
+            "eval_freq": int(plan.params.eval_freq), "eval_episodes": int(plan.params.eval_episodes)}
 
 
 def add_final_point(curve: list[dict[str, Any]], steps: int, final: EvalResult, wall: float) -> None:

@@ -12,6 +12,7 @@ import importlib.util
 import inspect
 import numbers
 import sys
+import traceback
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -173,6 +174,15 @@ def _with_episode_steps(parent: Task, steps: int) -> Callable[..., Any]:
     return partial(parent.env_factory, max_episode_steps=int(steps))
 
 
+def _line_in(path: Path, exc: BaseException) -> int | None:
+    """The line of the user's file where `exc` arose: a syntax error's own line, else the file's deepest frame in the
+    traceback (an error raised in a module it imports is still reported at the file's line that led there)."""
+    if isinstance(exc, SyntaxError) and exc.lineno is not None and Path(str(exc.filename)).resolve() == path.resolve():
+        return exc.lineno
+    frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if Path(frame.filename).resolve() == path.resolve()]
+    return frames[-1].lineno if frames else None
+
+
 def load_task_file(path: str | Path) -> list[Task]:
     """Run a user's Python file and register every `Task` it defines at module level (as `source="user"`).
 
@@ -194,7 +204,10 @@ def load_task_file(path: str | Path) -> list[Task]:
     try:
         spec.loader.exec_module(module)
     except Exception as exc:  # the user's file: report, do not crash with their traceback
-        raise TaskFileError(f"task file {path} failed to run: {type(exc).__name__}: {exc}") from exc
+        where = _line_in(path, exc)
+        at = f" at line {where}" if where else ""
+        raise TaskFileError(f"task file {path} failed to run{at}: {type(exc).__name__}: {exc}; fix "
+                            f"{'line ' + str(where) + ' of ' if where else ''}the file and run again") from None
     tasks = [value for value in vars(module).values() if isinstance(value, Task)]
     if not tasks:
         raise TaskFileError(f"task file {path} defines no Task; assign derive_task(...) to a module-level name")

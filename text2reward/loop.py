@@ -18,7 +18,7 @@ from policies.plan import TrainingPlan, resolve_training_plan
 from sim_envs import get_task, load_task_file
 from sim_envs.task import Task
 from text2reward.checking import CandidateChecker, CheckSettings
-from text2reward.errors import ConfigError, Text2RewardError
+from text2reward.errors import ConfigError, RunInterrupted, Text2RewardError
 from text2reward.generation.failure_analysis import analyse_failures
 from text2reward.generation.llm import Backend, CachedBackend, GenerationRequest, Reply, ReplyCache
 from text2reward.generation.llm.errors import RepliesExhausted
@@ -48,7 +48,7 @@ from text2reward.runs.run_events import (
     ignore,
 )
 from text2reward.runs.statuses import CandidateStatus, FailureCause, RunStatus
-from text2reward.runs.store import RunStore, index_run
+from text2reward.runs.store import RunStore, check_writable, index_run
 from text2reward.sandbox import active_isolation
 from text2reward.settings import RunConfig, check_backend, check_run_config
 from text2reward.training.early_stop import EarlyStopper
@@ -335,6 +335,7 @@ def start_run(config: RunConfig, runs_dir: Path, emit: Emit | None = None, backe
     """Check everything that can be checked, then create the run folder and run it."""
     config = check_run_config(config, backend_given=backend is not None)
     active_isolation()  # fail closed before any model is asked or any code runs: no jail here, no run
+    check_writable(runs_dir)  # a read-only or full place: one line, before anything is asked or written
     warning = budget_warning(get_task(config.task_id), config.steps)
     if warning and emit is not None:
         emit(Note(warning))
@@ -345,7 +346,10 @@ def start_run(config: RunConfig, runs_dir: Path, emit: Emit | None = None, backe
         store.set_state(status=RunStatus.FAILED, error=str(exc)[:500])
         index_run(store)
         raise
-    loop.run()
+    try:
+        loop.run()
+    except KeyboardInterrupt as exc:  # recorded as interrupted by the loop; the caller learns which run to resume
+        raise RunInterrupted(store.run_id, str(store.runs_dir)) from exc
     return store
 
 
@@ -366,5 +370,8 @@ def resume_run(runs_dir: Path, run_id: str, emit: Emit | None = None, backend: B
     active_isolation()
     if reply_files:
         store.write_config(config.to_record())
-    Loop(store, backend, emit, display).run()
+    try:
+        Loop(store, backend, emit, display).run()
+    except KeyboardInterrupt as exc:
+        raise RunInterrupted(store.run_id, str(store.runs_dir)) from exc
     return store

@@ -107,6 +107,12 @@ def _resolved_path(path: Path | None) -> str | None:
 
 # --- the settings ---------------------------------------------------------------------------------------------
 
+AT_LEAST = {"rounds": 1, "samples": 1, "workers": 1, "concurrency": 1, "final_seeds": 0, "few_shot": 0, "max_retries": 0,
+            "fix_attempts": 0, "tune": 0}
+"""The counts among the run's settings and the least each may be (None, where a setting allows it, is its default)."""
+BETWEEN = {"screen_threshold": (0.0, 1.0), "temperature": (0.0, 2.0)}
+"""The settings that are shares or scales, and their range (both ends included)."""
+
 
 @dataclass
 class RunConfig:
@@ -243,8 +249,7 @@ class RunConfig:
         naming the flag."""
         # steps, eval_freq and eval_episodes are training settings: preflight.check_train_config checks them,
         # for `t2r train` and for a run's jobs alike
-        for name, least in (("rounds", 1), ("samples", 1), ("workers", 1), ("concurrency", 1), ("final_seeds", 0),
-                            ("few_shot", 0), ("max_retries", 0), ("fix_attempts", 0), ("tune", 0)):
+        for name, least in AT_LEAST.items():
             value = getattr(self, name)
             if value is not None and value < least:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least {least}, got {value}")

@@ -82,10 +82,10 @@ def test_a_search_reports_typed_events_and_returns_its_result(tmp_path):
 
 
 def test_a_setting_that_does_not_exist_is_one_line_naming_those_that_do(tmp_path):
-    with pytest.raises(ConfigError, match=r"RewardSearch takes no setting roundz; the settings are .*rounds"):
-        RewardSearch("fetch/reach", roundz=2, runs_dir=tmp_path)
-    with pytest.raises(ConfigError, match="--rounds must be at least 1"):
-        RewardSearch("fetch/reach", rounds=0, runs_dir=tmp_path).run()
+    with pytest.raises(ConfigError, match=r"RewardSearch got an unexpected keyword argument 'roundz'; the settings are .*rounds"):
+        RewardSearch("fetch/reach", roundz=2, runs_dir=tmp_path)  # type: ignore[call-arg]
+    with pytest.raises(ConfigError, match="rounds must be a positive int, got 0"):
+        RewardSearch("fetch/reach", rounds=0, runs_dir=tmp_path)
     assert not list(tmp_path.iterdir())
 
 
@@ -122,6 +122,8 @@ def test_the_readme_python_example_runs(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "finished" in done.stdout and "def compute_dense_reward" in done.stdout
+    assert re.search(r"^r0-s0: \d+ steps, success \d\.\d\d$", done.stdout, re.M), done.stdout  # the callback printed at its budget
+    assert (tmp_path / "reach_policy.zip").is_file()  # result.policy saved, and loaded back from the file alone
 
 
 @pytest.mark.slow

@@ -61,7 +61,7 @@ def test_cli_lists_the_user_task(tmp_path):
 
 @pytest.mark.parametrize(
     "content, message",
-    [("x = 1\n", "defines no Task"), ("raise RuntimeError('boom')\n", "failed to run: RuntimeError: boom")],
+    [("x = 1\n", "defines no Task"), ("raise RuntimeError('boom')\n", "failed to run at line 1: RuntimeError: boom")],
 )
 def test_bad_task_files_say_what_to_fix(tmp_path, content, message):
     path = tmp_path / "bad.py"

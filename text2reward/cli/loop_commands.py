@@ -26,6 +26,7 @@ from text2reward.cli.shared import (
     print_run_outcome,
     progress_bars,
     read_source_file,
+    sigterm_as_ctrl_c,
 )
 from text2reward.errors import ConfigError
 from text2reward.runs import layout
@@ -117,7 +118,8 @@ def run(config: RunConfig, runs_dir: RunsDirOption = DEFAULT_RUNS_DIR) -> None:
     """Generate, validate, screen, train and refine rewards for a task."""
     from text2reward.api import RewardSearch  # the front door loads the whole loop: only the commands that run one pay it
 
-    result = RewardSearch.from_config(config, runs_dir, callbacks=[print_event], display=progress_bars()).run()
+    with sigterm_as_ctrl_c():
+        result = RewardSearch.from_config(config, runs_dir, callbacks=[print_event], display=progress_bars()).run()
     print_run_outcome(result)
 
 
@@ -135,8 +137,9 @@ def resume(
     """Continue an interrupted run (or add rounds, or replies): finished candidates are never redone."""
     from text2reward.api import RewardSearch  # the front door loads the whole loop: only the commands that run one pay it
 
-    result = RewardSearch.resume(run_id, runs_dir, callbacks=[print_event], display=progress_bars(), reply_files=reply_file or [],
-                                 rounds=rounds, executor=executor, ray_address=ray_address)
+    with sigterm_as_ctrl_c():
+        result = RewardSearch.resume(run_id, runs_dir, callbacks=[print_event], display=progress_bars(), reply_files=reply_file or [],
+                                     rounds=rounds, executor=executor, ray_address=ray_address)
     print_run_outcome(result)
 
 
@@ -158,7 +161,8 @@ def demo(config: RunConfig, runs_dir: RunsDirOption = DEFAULT_RUNS_DIR) -> None:
     # Two full rounds whatever the success (threshold above 1), evaluated often enough to draw curves.
     config = dataclasses.replace(config, backend="heuristic", rounds=2, samples=2, workers=2, final_seeds=1, success_threshold=1.01,
                                  eval_freq=max(steps // 8, 250), eval_episodes=10)
-    result = RewardSearch.from_config(config, runs_dir, callbacks=[print_event], display=progress_bars()).run()
+    with sigterm_as_ctrl_c():
+        result = RewardSearch.from_config(config, runs_dir, callbacks=[print_event], display=progress_bars()).run()
     print_run_outcome(result)
     print_outputs(result)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -11,8 +13,11 @@ import typer
 from policies.config import TrainConfig
 from policies.evaluate import evaluate as run_eval
 from policies.evaluate import model_actor
+from policies.formatting import format_seconds
 from policies.her import flat_observations
+from policies.io import write_json_atomic
 from policies.reward_program import SparseReward
+from policies.stats import Rate
 from policies.task_env import make_task_env
 from sim_envs import get_task, list_tasks, render_view_doc
 from text2reward.cli.shared import (
@@ -27,7 +32,7 @@ from text2reward.cli.shared import (
     load_extra_tasks,
     parse_overrides,
 )
-from text2reward.errors import ConfigError
+from text2reward.errors import ConfigError, RewardProgramError
 from text2reward.preflight import budget_warning, check_train_config
 
 
@@ -68,7 +73,7 @@ def tasks(
 @app.command(epilog="Example: t2r train --task metaworld/reach-v3 --steps 20000 --out runs/train/reach   |   t2r train --task hopper/forward --reward my_reward.py")
 @friendly
 def train(
-    task: Annotated[str, typer.Option(help="task id, e.g. metaworld/reach-v3")],
+    task: Annotated[Optional[str], typer.Option(help="task id, e.g. metaworld/reach-v3")] = None,
     reward: Annotated[str, typer.Option(help="expert, sparse, or a .py file defining compute_dense_reward")] = "expert",
     steps: Annotated[Optional[int], typer.Option(help="environment steps (default: the task's budget)")] = None,
     seed: Annotated[int, typer.Option(help="seed of the policy, the environment and evaluation")] = 0,
@@ -86,38 +91,115 @@ def train(
         "--her/--no-her", help="hindsight experience replay for a multi-goal task (e.g. fetch/*) with --reward sparse or expert and "
         "SAC (default: the family's)", show_default=False)] = None,
     task_file: TaskFileOption = None,
+    resume: Annotated[Optional[Path], typer.Option(
+        "--resume", metavar="OUT", help="continue the training a Ctrl-C (or SIGTERM) stopped in OUT, with its settings")] = None,
 ) -> None:
     """Train a policy with a reward and evaluate it with the task's own success test.
 
-    A --reward FILE.py runs in the sandbox's jail, like model-written code, unless --trusted-reward."""
+    A --reward FILE.py runs in the sandbox's jail, like model-written code, unless --trusted-reward. Ctrl-C stops it at
+    the next step and keeps what it reached (result.json marked interrupted, a checkpoint): --resume OUT goes on."""
+    from policies.checkpoint import checkpoint_path, remove_checkpoint
+    from policies.interrupt import StopRequest, TrainingInterrupted
     from policies.train import RESULT_FILE  # SB3 and torch (~1.8 s): only the commands that train or load a policy pay them
     from policies.train import train as run_training
     from text2reward.api import reward_for_training  # the front door imports the loop: only this command needs it
 
-    load_extra_tasks(task_file)
+    if resume is not None:
+        args = read_train_command(resume)
+    elif task is None:
+        raise ConfigError("name a task (--task metaworld/reach-v3), or continue a stopped training with --resume OUT")
+    else:
+        args = TrainCommand(task=task, reward=reward, steps=steps, seed=seed, out=str(out), reward_mode=reward_mode, device=device,
+                            algo=algo, eval_freq=eval_freq, eval_episodes=eval_episodes, stop_at_success=stop_at_success,
+                            hp=list(hp or []), trusted_reward=trusted_reward, her=her,
+                            task_file=str(task_file.resolve()) if task_file else None)
+        if checkpoint_path(out).is_file():
+            raise ConfigError(f"{out} holds a stopped training; `t2r train --resume {out}` continues it, or pass another --out "
+                              "to start afresh")
+    out = Path(args.out)
+    load_extra_tasks(Path(args.task_file) if args.task_file else None)
     config = TrainConfig(
-        task_id=task, out_dir=out, reward=reward, reward_mode=reward_mode, steps=steps, seed=seed, device=device, algo=algo,
-        eval_freq=eval_freq, eval_episodes=eval_episodes, stop_at_success=stop_at_success, progress=True,
-        overrides=parse_overrides(hp), her=her,
+        task_id=args.task, out_dir=out, reward=args.reward, reward_mode=args.reward_mode, steps=args.steps, seed=args.seed,
+        device=args.device, algo=args.algo, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
+        stop_at_success=args.stop_at_success, progress=True, overrides=parse_overrides(args.hp), her=args.her,
     )
     task_obj = check_train_config(config)  # the task, numbers, device and --hp keys, before a sandbox or an env starts
-    warning = budget_warning(task_obj, steps)
+    warning = budget_warning(task_obj, args.steps)
     if warning:
         err_console.print(warning, highlight=False, markup=False, soft_wrap=True)
-    reward_fn = reward_for_training(reward, trusted_reward, reward_mode)
+    reward_fn = reward_for_training(args.reward, args.trusted_reward, args.reward_mode)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / TRAIN_COMMAND, dataclasses.asdict(args))
     try:
-        result = run_training(config, reward_fn=reward_fn,
-                              on_phase=lambda phase: console.print(f"{phase}...", highlight=False, soft_wrap=True))
+        with StopRequest().catching() as stop:
+            result = run_training(config, reward_fn=reward_fn, resumable=True, stop_requested=stop,
+                                  on_phase=lambda phase: console.print(f"{phase}...", highlight=False, soft_wrap=True))
+    except TrainingInterrupted as exc:
+        err_console.print(f"interrupted at step {exc.steps:,} of {exc.requested_steps:,} after {format_seconds(exc.wall_seconds)}; "
+                          f"what it reached is in {out / RESULT_FILE}; resume with `t2r train --resume {out}`",
+                          highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(130) from None
+    except RewardProgramError as exc:
+        if exc.cause == "reward":  # its own code failed: training it again would fail again, so nothing is left to resume
+            remove_checkpoint(out)
+        raise
     finally:
         close = getattr(reward_fn, "close", None)
         if close is not None:
             close()
+    remove_checkpoint(out)  # finished: nothing to resume
+    final = Rate.of(result.success_rate, result.final_eval_episodes or result.eval_episodes)
     console.print(
-        f"success rate {result.success_rate:.2f} (best {result.best_success_rate:.2f}) after {result.steps} steps "
-        f"in {result.wall_seconds:.0f} s ({result.steps_per_second:.0f} steps/s, {result.device})"
+        f"success rate {final.text()} (best during training {result.best_success_rate:.2f}) after {result.steps:,} steps "
+        f"in {format_seconds(result.wall_seconds)} ({result.steps_per_second:,.0f} steps/s, {result.device})",
+        highlight=False, soft_wrap=True,
     )
     console.print(f"reward isolation: {result.reward_isolation}" + ("; hindsight experience replay (HER)" if result.her else ""), highlight=False)
     console.print(f"wrote {out / RESULT_FILE}, model {result.model_path}, TensorBoard logs {out / 'tb'}")
+
+
+TRAIN_COMMAND = "train_command.json"
+"""A `t2r train`'s settings as given, in its --out folder: what `--resume OUT` trains with again."""
+
+
+@dataclass(frozen=True)
+class TrainCommand:
+    """The options of one `t2r train` (paths as strings, a task file resolved)."""
+
+    task: str
+    reward: str
+    steps: int | None
+    seed: int
+    out: str
+    reward_mode: str
+    device: str
+    algo: str | None
+    eval_freq: int | None
+    eval_episodes: int | None
+    stop_at_success: float | None
+    hp: list[str]
+    trusted_reward: bool
+    her: bool | None
+    task_file: str | None
+
+
+def read_train_command(out: Path) -> TrainCommand:
+    """The settings of the training stopped in `out`; one line when there is none to continue."""
+    path = out / TRAIN_COMMAND
+    if not checkpoint_file(out).is_file() or not path.is_file():
+        raise ConfigError(f"{out} holds no stopped `t2r train` to continue (no {TRAIN_COMMAND} and checkpoint); pass the --out "
+                          "folder of a training you stopped with Ctrl-C")
+    try:
+        data = json.loads(path.read_text())
+        return TrainCommand(**{**data, "out": str(out)})
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{path} is damaged ({exc}); start the training again with `t2r train --task ...`") from None
+
+
+def checkpoint_file(out: Path) -> Path:
+    from policies.checkpoint import checkpoint_path  # light, but keeps the module's imports to what every command needs
+
+    return checkpoint_path(out)
 
 
 @app.command(epilog="Example: t2r evaluate --model runs/train/reach --episodes 20")

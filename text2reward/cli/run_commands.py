@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
+from policies.formatting import format_seconds
 from text2reward.cli.shared import (
     DEFAULT_RUNS_DIR,
     Column,
@@ -73,11 +74,11 @@ def runs_list(ctx: typer.Context, runs_dir: RunsDirOption = DEFAULT_RUNS_DIR, as
 def runs_show(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="the run: its id, a unique prefix, or latest")], runs_dir: RunsDirOption = DEFAULT_RUNS_DIR) -> None:
     """Summarise one run: best success per round, token cost, wall time, the final comparison."""
     store = RunStore.open(runs_dir, run_id)
-    header, state = store.header(), store.state()
+    header = store.header()
     candidates = store.candidates()
     status = store.status()
     console.print(f"[bold]{store.run_id}[/bold] {header.task_id} by {header.author}: {status.words}, "
-                  f"{state.wall_seconds:.0f} s", highlight=False, soft_wrap=True)
+                  f"{format_seconds(store.wall_seconds())}", highlight=False, soft_wrap=True)
     if status == RunStatus.INTERRUPTED:
         console.print(f"its process stopped before the run ended; finish it with `t2r resume {store.run_id} --runs-dir {runs_dir}`",
                       highlight=False, soft_wrap=True, markup=False)

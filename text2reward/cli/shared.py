@@ -5,8 +5,12 @@ User mistakes become one red line and exit code 1, never a traceback.
 
 from __future__ import annotations
 
+import errno
 import functools
-from collections.abc import Callable
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
@@ -17,10 +21,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from policies.formatting import format_success
 from policies.reward_modes import mode_help
 from sim_envs import load_task_file
 from text2reward.cli.help_format import PlainHelpGroup
-from text2reward.errors import ConfigError, Text2RewardError
+from text2reward.errors import ConfigError, RunInterrupted, Text2RewardError
 from text2reward.runs.run_events import RunEvent
 from text2reward.runs.statuses import RunStatus
 from text2reward.runs.store import RunStore
@@ -38,6 +43,39 @@ err_console = Console(stderr=True, soft_wrap=True)
 TaskFileOption = Annotated[Optional[Path], typer.Option("--task-file", help="Python file defining extra tasks (see README)")]
 
 
+UNWRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR})
+"""An OS error that means the place a command writes to cannot take it: the person's to fix, never a traceback."""
+
+
+INTERRUPTED_EXIT = 130
+"""What a shell reports for a command Ctrl-C stopped (128 + SIGINT)."""
+
+
+ECHO_SECONDS = 1.0
+"""A signal this soon after the first is the same request arriving twice (a `timeout` or a process manager signals the
+process and then its group): ignored, so the run's record of the interruption is written whole. A later one interrupts."""
+
+
+@contextmanager
+def sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM (a `kill`, a scheduler's stop) ends the command as Ctrl-C does: the run is recorded as interrupted and
+    the resume command printed, instead of the process vanishing mid-write."""
+    first: list[float] = []
+
+    def interrupt(number: int, frame: object) -> None:
+        if first and time.monotonic() - first[0] < ECHO_SECONDS:
+            return
+        first.append(time.monotonic())
+        raise KeyboardInterrupt
+
+    previous = {number: signal.signal(number, interrupt) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
 def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
     """Turn project errors into one red line and a non-zero exit."""
 
@@ -47,6 +85,19 @@ def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
             return command(*args, **kwargs)
         except Text2RewardError as exc:
             err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+        except RunInterrupted as exc:
+            err_console.print(f"interrupted; resume with `t2r resume {exc.run_id} --runs-dir {exc.runs_dir}`", highlight=False,
+                              markup=False, soft_wrap=True)
+            raise typer.Exit(INTERRUPTED_EXIT) from None
+        except KeyboardInterrupt:
+            err_console.print("interrupted", highlight=False)
+            raise typer.Exit(INTERRUPTED_EXIT) from None
+        except OSError as exc:
+            if exc.errno not in UNWRITABLE or exc.filename is None:
+                raise
+            err_console.print(f"[red]error:[/red] cannot write {escape(str(exc.filename))} ({escape(exc.strerror or '')}); choose a "
+                              "place you can write to (--out, --runs-dir)", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
 
     return wrapper
@@ -153,5 +204,9 @@ def print_run_outcome(result: SearchResult) -> None:
                           highlight=False, soft_wrap=True)
         console.print(f"outputs in {store.root}", highlight=False)
         raise typer.Exit(1)
-    console.print(f"run {store.run_id}: {state.status.value} - best success {state.best_success}", highlight=False, soft_wrap=True)
+    best = format_success(result.best.success_rate, result.best.episodes) if result.best is not None else format_success(state.best_success)
+    console.print(f"run {store.run_id}: {state.status.value} - best success {best}", highlight=False, soft_wrap=True)
+    if state.status == RunStatus.FINISHED:
+        console.print(f"more rounds: `t2r resume {store.run_id} --runs-dir {store.runs_dir} --rounds N` (N above "
+                      f"{state.rounds_done})", highlight=False, soft_wrap=True, markup=False)
     console.print(f"outputs in {store.root} (report: {store.root / (state.report or 'report.md')})", highlight=False, soft_wrap=True)

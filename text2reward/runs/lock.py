@@ -111,9 +111,20 @@ def read_lock(path: Path) -> dict[str, Any] | None:
         return {"pid": -1, "host": "?", "heartbeat": 0.0}
     if not isinstance(raw, dict):
         return {"pid": -1, "host": "?", "heartbeat": 0.0}
-    pid, heartbeat = raw.get("pid"), raw.get("heartbeat")
+    pid, heartbeat, started = raw.get("pid"), raw.get("heartbeat"), raw.get("started")
     return {"pid": pid if isinstance(pid, int) else -1, "host": str(raw.get("host", "?")),
-            "heartbeat": float(heartbeat) if isinstance(heartbeat, (int, float)) else 0.0}
+            "heartbeat": float(heartbeat) if isinstance(heartbeat, (int, float)) else 0.0,
+            "started": float(started) if isinstance(started, (int, float)) else None}
+
+
+def unrecorded_seconds(root: Path) -> float:
+    """The seconds the lock's holder has worked that its state.json does not hold yet: from the lock's start to now while
+    it lives, to its last heartbeat when it was killed (a process killed outright records nothing on its way out)."""
+    holder = read_lock(Path(root) / LOCK_FILE)
+    if holder is None or holder["started"] is None:
+        return 0.0
+    end = time.time() if stale_reason(holder) is None else holder["heartbeat"]
+    return max(end - holder["started"], 0.0)
 
 
 def stale_reason(holder: dict[str, Any] | None, stale_after: float = STALE_AFTER_SECONDS) -> str | None:

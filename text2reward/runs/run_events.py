@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from policies.formatting import format_success
 from text2reward.runs.records import Candidate, FinalSummary, RoundSummary, short_reason
 from text2reward.runs.statuses import CandidateStatus, RunStatus
 
@@ -69,10 +70,15 @@ class FixRequested(RunEvent):
         return f"{self.candidate}: {first} -> asking for a fix"
 
 
+def success_text(candidate: Candidate) -> str:
+    """A trained candidate's final success with its episodes and interval (`0.27 (8 of 30 episodes, ...)`)."""
+    return format_success(candidate.success, candidate.training.episodes if candidate.training is not None else None)
+
+
 def describe(candidate: Candidate) -> str:
     """A candidate's outcome in a few words: its success, where it stopped, or why it did not train."""
     if candidate.status == CandidateStatus.TRAINED:
-        return f"success {candidate.success:.2f}"
+        return f"success {success_text(candidate)}"
     if candidate.status == CandidateStatus.STOPPED_EARLY:
         stop = candidate.stopped_early
         steps = stop.steps if stop is not None and stop.steps is not None else "?"

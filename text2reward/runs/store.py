@@ -16,6 +16,7 @@ import json
 import re
 import shutil
 import sqlite3
+import tempfile
 import time
 import uuid
 from collections.abc import Mapping
@@ -25,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from policies.io import write_json_atomic, write_text_atomic
+from text2reward.errors import ConfigError
 from text2reward.runs import layout
 from text2reward.runs.layout import RunLayout
-from text2reward.runs.lock import held_by_a_live_process
+from text2reward.runs.lock import held_by_a_live_process, unrecorded_seconds
 from text2reward.runs.records import (
     Candidate,
     FinalSummary,
@@ -146,6 +148,11 @@ class RunStore:
     def state(self) -> RunState:
         raw = self.read_json(layout.STATE)
         return RunState.from_dict(upgrade(raw, str(self.paths.state))) if raw is not None else RunState()
+
+    def wall_seconds(self) -> float:
+        """The run's wall time so far: what its state recorded, plus the running (or killed) attempt's own."""
+        state = self.state()
+        return state.wall_seconds + (unrecorded_seconds(self.root) if state.status.live else 0.0)
 
     def status(self) -> RunStatus:
         """The run's status as it really is: a run recorded as `running` (or just `created`) whose process is
@@ -294,9 +301,28 @@ _ADDED_COLUMNS = ("author", "damaged")
 """Columns an index written by an older text2reward lacks (added in place: the index is derived from the folders)."""
 
 
+def check_writable(runs_dir: Path) -> None:
+    """The runs folder exists (made here if need be) and takes a new file: checked before a run starts, so a read-only
+    or full place is one line instead of a traceback from deep in the first write."""
+    runs_dir = Path(runs_dir)
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=runs_dir, prefix=".t2r-write-check-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(_unwritable(runs_dir, exc.strerror or str(exc))) from None
+
+
+def _unwritable(runs_dir: Path, why: str) -> str:
+    return f"the runs folder {runs_dir} cannot be written ({why}); pass --runs-dir (runs_dir= in Python) a folder you can write to"
+
+
 def _index(runs_dir: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(Path(runs_dir) / layout.INDEX, timeout=30)
-    db.execute(_SCHEMA)
+    try:
+        db = sqlite3.connect(Path(runs_dir) / layout.INDEX, timeout=30)
+        db.execute(_SCHEMA)
+    except sqlite3.OperationalError as exc:  # a read-only folder or file, a full disk
+        raise ConfigError(_unwritable(Path(runs_dir), f"its index {layout.INDEX}: {exc}")) from None
     have = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
     for column in _ADDED_COLUMNS:
         if column not in have:
@@ -349,7 +375,10 @@ def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         return []
-    for config_path in runs_dir.glob(f"*/{layout.CONFIG}"):
+    configs = list(runs_dir.glob(f"*/{layout.CONFIG}"))
+    if not configs and not (runs_dir / layout.INDEX).is_file():
+        return []  # nothing to list, and no index to write (the folder may be read-only)
+    for config_path in configs:
         store = RunStore(config_path.parent)
         with closing(_index(runs_dir)) as db:
             known = db.execute("SELECT updated, author FROM runs WHERE run_id = ?", (store.run_id,)).fetchone()
@@ -360,5 +389,8 @@ def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
         rows = db.execute("SELECT * FROM runs ORDER BY created DESC").fetchall()
     listed = [dict(r) for r in rows if Path(r["path"]).is_dir()]
     for row in listed:  # the index holds what was last written; a dead run's process wrote nothing more
-        row["status"] = effective_status(Path(row["path"]), RunStatus.read(row["status"]), row["updated"]).value
+        recorded = RunStatus.read(row["status"])
+        row["status"] = effective_status(Path(row["path"]), recorded, row["updated"]).value
+        if recorded.live:
+            row["wall_seconds"] = (row["wall_seconds"] or 0.0) + unrecorded_seconds(Path(row["path"]))
     return listed
