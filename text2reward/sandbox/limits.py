@@ -18,7 +18,12 @@ class Limits:
     """RLIMIT_AS of the worker: address space, so a huge allocation fails with MemoryError."""
     cpu_seconds: int = 30
     """RLIMIT_CPU of a validation worker (soft == hard: the kernel kills it). Training workers run
-    for hours, so they rely on the per-call limits instead."""
+    for hours: they have `training_cpu_seconds`, and the per-call limits judge each call."""
+    training_cpu_seconds: int = 7200
+    """RLIMIT_CPU of a training worker, for its whole life: a backstop, so that no reward process burns CPU without
+    end where its parent can no longer judge its calls (the per-call limits and budgets do that while it can).
+    Generous: a worker's own cost is ~20-40 us per call, so two CPU-hours cover ~3M calls of a reward at
+    validation's 2 ms maximum (`max_call_us`) and far more of a typical one."""
     wall_seconds: float = 60.0
     """Whole validation run, or a training worker's start-up, before the parent kills it."""
     call_cpu_seconds: float = 0.05
