@@ -383,6 +383,42 @@ def test_a_run_worker_leaves_nothing_of_a_reward_that_leaves_its_session(mechani
     assert attackers.left_behind() == []
 
 
+PARENT = """
+import sys
+from pathlib import Path
+from sim_envs import get_task
+from text2reward.sandbox import Limits, SandboxedReward, collect_states, run_reward
+
+code, mechanism, path = Path(sys.argv[1]).read_text(), sys.argv[2], sys.argv[3]
+samples = collect_states(get_task("metaworld/reach-v3"), n_random=1, n_scripted=0, seed=0)
+if path == "validation":
+    run_reward(code, samples, Limits(isolation=mechanism, call_blocked_seconds=600.0))
+else:
+    SandboxedReward(code, "linger", Limits(isolation=mechanism, call_blocked_seconds=600.0))(samples[0][0], samples[0][1], 0.0, False)
+"""
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+@pytest.mark.parametrize("path", ["validation", "training"])
+def test_a_reward_that_leaves_its_session_dies_with_a_killed_parent(path, mechanism, tmp_path):
+    """The parent itself is killed (SIGKILL: no clean-up of its own runs) while the attack lingers in a call: every
+    process of the jail ends with it (bubblewrap's --die-with-parent; without it, the worker's parent-death signal,
+    which the reward can no longer clear)."""
+    token = _token()
+    (tmp_path / "reward.py").write_text(lingering(token))
+    env = dict(os.environ, T2R_SANDBOX_HIDE=OTHER[mechanism])
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path / "reward.py"), mechanism, path], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    attackers = Attackers(parent.pid, token)
+    try:
+        _wait_for(lambda: bool(attackers.seen) or parent.poll() is not None, timeout=120, what="the attack to start")
+        assert attackers.seen, "the attack never ran"
+    finally:
+        parent.kill()
+        parent.wait()
+    assert attackers.left_behind() == []
+
+
 def test_the_sweep_kills_and_names_a_held_process_that_outlived_its_jail():
     """The last line of defence at every command's end: a process its jail told to end, still running, is killed and
     named; one still in use when the command ends is killed quietly."""
