@@ -212,28 +212,62 @@ LINGER = LINT_OFF + '''
 calls = [0]
 
 
+def leave_the_session():
+    """Named for the test, then everything the attack once did to outlive its jail."""
+    os, real = lint_off()
+    libc = real.__import__("ctypes").CDLL(None)
+    libc.prctl(15, TOKEN, 0, 0, 0)  # PR_SET_NAME: how the test tells its own attack from any other process
+    libc.setsid()
+    libc.setpgid(0, 0)
+    libc.prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG: none
+    try:
+        os.fork()
+    except Exception:  # PermissionError: seccomp (restricted builtins name no OSError)
+        pass
+    return os
+
+
+def linger(os):
+    while True:
+        os.sys.modules["time"].sleep(0.05)
+
+
+def linger_at_eof(os):
+    """Answer every call, then ignore the closed pipe that tells the worker to end."""
+    channel = os.sys.modules["text2reward.sandbox.channel"]
+    original = channel.FrameReader.read
+
+    def read(self, *args, **kwargs):
+        try:
+            return original(self, *args, **kwargs)
+        except channel.ChannelClosed:
+            linger(os)
+
+    channel.FrameReader.read = read
+
+
+if WHEN == "load":
+    leave_the_session()
+elif WHEN == "eof":
+    linger_at_eof(leave_the_session())
+
+
 def compute_dense_reward(self, action):
     calls[0] += 1
-    if calls[0] >= FROM_CALL:
-        os, real = lint_off()
-        ctypes = real.__import__("ctypes")
-        libc = ctypes.CDLL(None)
-        libc.prctl(15, TOKEN, 0, 0, 0)  # PR_SET_NAME: how the test tells its own attack from any other process
-        libc.setsid()
-        libc.setpgid(0, 0)
-        libc.prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG: none
-        try:
-            os.fork()
-        except Exception:  # PermissionError: seccomp (restricted builtins name no OSError)
-            pass
-        while True:  # lingers: a call that never ends, and a process that ignores its closed pipe
-            os.sys.modules["time"].sleep(0.05)
+    if WHEN != "eof" and calls[0] >= FROM_CALL:
+        linger(leave_the_session())
+    if WHEN == "eof" and calls[0] == 1:  # alive long enough for the test to see it, under the 0.5 s blocked limit
+        lint_off()[0].sys.modules["time"].sleep(0.3)
     return float(self.FIELD), {"x": 0.0}
 '''
+WHEN = ["call", "load", "eof"]
+"""Where the attack leaves its session (in a call, or at load) and where it lingers: in a call that never ends, or
+after answering every call, ignoring the closed pipe."""
 
 
-def lingering(token: str, from_call: int = 1, field: str = "robot.ee_position[0]") -> str:
-    return LINGER.replace("TOKEN", repr(token.encode())).replace("FROM_CALL", str(from_call)).replace("FIELD", field)
+def lingering(token: str, from_call: int = 1, field: str = "robot.ee_position[0]", when: str = "call") -> str:
+    return (LINGER.replace("TOKEN", repr(token.encode())).replace("FROM_CALL", str(from_call)).replace("FIELD", field)
+            .replace("WHEN", repr(when)))
 
 
 class Attackers:
@@ -285,24 +319,29 @@ def _token() -> str:
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_a_reward_that_leaves_its_session_leaves_nothing_after_validation(mechanism, samples):
+@pytest.mark.parametrize("when", WHEN)
+def test_a_reward_that_leaves_its_session_leaves_nothing_after_validation(when, mechanism, samples):
     token = _token()
     attackers = Attackers(os.getpid(), token)
-    result = run_reward(lingering(token), samples, Limits(isolation=mechanism))
-    assert not result.ok and "blocked" in str(result.error), result.error
+    result = run_reward(lingering(token, when=when), samples, Limits(isolation=mechanism))
+    assert result.ok if when == "eof" else not result.ok and "blocked" in str(result.error), result.error
     left = attackers.left_behind()
     assert attackers.seen, "the attack never ran"
     assert left == []
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_a_reward_that_leaves_its_session_leaves_nothing_after_a_training_call(mechanism, samples):
+@pytest.mark.parametrize("when", WHEN)
+def test_a_reward_that_leaves_its_session_leaves_nothing_after_a_training_call(when, mechanism, samples):
     token = _token()
     attackers = Attackers(os.getpid(), token)
     view, action = samples[0]
-    with SandboxedReward(lingering(token), "linger", Limits(isolation=mechanism)) as reward:
-        with pytest.raises(RewardProgramError, match="blocked"):
-            reward(view, action, 0.0, False)
+    with SandboxedReward(lingering(token, when=when), "linger", Limits(isolation=mechanism)) as reward:
+        if when == "eof":
+            assert reward(view, action, 0.0, False)[1] == {"x": 0.0}
+        else:
+            with pytest.raises(RewardProgramError, match="blocked"):
+                reward(view, action, 0.0, False)
     left = attackers.left_behind()
     assert attackers.seen, "the attack never ran"
     assert left == []

@@ -33,6 +33,8 @@ class HeldProcess:
 
     def __init__(self, pid: int, pidfd: int):
         self.pid, self.pidfd = pid, pidfd
+        self.owner = os.getpid()
+        """The process that holds it: a fork of that process inherits the registry, never the duty to sweep it."""
         self.ending = False
         """Set once its jail told it to end (its pipe closed, or a SIGKILL sent): still running after that, it is a
         leftover."""
@@ -117,7 +119,7 @@ def sweep(grace: float = SWEEP_GRACE_SECONDS) -> list[Leftover]:
     """Kill every held process still running; return those its jail had told to end (closed its pipe or killed it)
     that are still there after `grace` seconds: they outlived their jail."""
     with _LOCK:
-        held = list(_HELD)
+        held = [process for process in _HELD if process.owner == os.getpid()]
     running = [process for process in held if process.alive()]
     told = [process for process in running if process.ending]
     for process in running:

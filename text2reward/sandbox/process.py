@@ -141,6 +141,8 @@ class WorkerProcess:
                 self.kill()
         if reward is not None and not reward.wait(grace):
             reward.kill()
+        if reward is not None and not reward.alive():
+            reward.release()  # ended: nothing left to sweep
         self._stdout.close()
         self.calls.forget_clock()
         if self.handoff is not None:
