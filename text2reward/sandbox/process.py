@@ -90,6 +90,8 @@ class WorkerProcess:
         if self._reward is None:
             if self.mode != "serve":
                 raise ValueError("a zygote runs no reward itself")
+            if self._proc.returncode is not None:  # reaped: its pid may be another process's by now
+                raise ValueError("the jailed worker has ended")
             self._reward = find_reward_process(self._proc.pid, REWARD_DEPTH[(self.mechanism, "serve")])
         return self._reward
 
