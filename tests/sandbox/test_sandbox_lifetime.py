@@ -103,9 +103,9 @@ def samples():
 def us_per_iteration(samples):
     """The child's own CPU per loop iteration, read from the kernel by validation (a light probe): the attacks' burns
     are sized from it, so they hold on a fast CPU and on a busy one alike."""
-    iterations = 20_000
+    iterations = 10_000
     probe = smoke_checks(run_reward(_burn(iterations), samples[:10], Limits(), repeats=2), Limits())["time_per_call"]
-    assert probe["ok"] is True and probe["mean_us"] > 0, probe
+    assert probe["mean_us"] > 0, probe  # the kernel's clock saw the child work
     return probe["mean_us"] / iterations
 
 
