@@ -104,7 +104,9 @@ def us_per_iteration(samples):
     """The child's own CPU per loop iteration, read from the kernel by validation (a light probe): the attacks' burns
     are sized from it, so they hold on a fast CPU and on a busy one alike."""
     iterations = 10_000
-    probe = smoke_checks(run_reward(_burn(iterations), samples[:10], Limits(), repeats=2), Limits())["time_per_call"]
+    result = run_reward(_burn(iterations), samples[:10], Limits(), repeats=2)
+    assert result.ok, result.error
+    probe = smoke_checks(result, Limits())["time_per_call"]
     assert probe["mean_us"] > 0, probe  # the kernel's clock saw the child work
     return probe["mean_us"] / iterations
 

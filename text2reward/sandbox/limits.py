@@ -22,8 +22,8 @@ class Limits:
     training_cpu_seconds: int = 7200
     """RLIMIT_CPU of a training worker, for its whole life: a backstop, so that no reward process burns CPU without
     end where its parent can no longer judge its calls (the per-call limits and budgets do that while it can).
-    Generous: a worker's own cost is ~20-40 us per call, so two CPU-hours cover ~3M calls of a reward at
-    validation's 2 ms maximum (`max_call_us`) and far more of a typical one."""
+    Generous: a worker with a typical numpy reward uses ~35-45 us of CPU per call (measured, reward included), so
+    two CPU-hours cover ~160M such calls, or ~3.5M of a reward at validation's 2 ms maximum (`max_call_us`)."""
     wall_seconds: float = 60.0
     """Whole validation run, or a training worker's start-up, before the parent kills it."""
     call_cpu_seconds: float = 0.05
