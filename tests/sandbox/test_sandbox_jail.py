@@ -257,7 +257,7 @@ def test_candidates_share_no_ipc_and_cannot_signal_each_other(mechanism, sentine
     view, action = samples[0]
     with SandboxedReward(make, "a", limits) as first, SandboxedReward(pid_report, "b", limits) as second:
         assert first(view, action, 0.0, False)[1]["segment"] == -1.0
-        other = second._start(view)._find_python_pid()
+        other = second._start(view).python_pid
         kill = program(f'attempt(results, "kill", lambda: os.kill({other}, 9))\nraise ValueError(repr(results))')
         with SandboxedReward(kill, "c", limits) as third, pytest.raises(RewardProgramError, match="blocked (PermissionError|ProcessLookupError)"):
             third(view, action, 0.0, False)
@@ -745,7 +745,13 @@ def test_a_validation_child_reaches_neither_the_zygote_nor_the_next_child(mechan
     import numpy as np
 
     from text2reward.sandbox import runner
-    from text2reward.sandbox.process import _runs_worker, limit_config
+    from text2reward.sandbox.process import limit_config
+
+    def _runs_worker(pid: int) -> bool:  # the zygote's Python or a spare forked from it (trusted: they keep their argv)
+        try:
+            return b"text2reward.sandbox.jailed" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return False
 
     limits = Limits(isolation=mechanism)
     assert run_reward("def compute_dense_reward(self, action):\n    return 0.0\n", samples, limits).ok

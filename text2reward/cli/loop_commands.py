@@ -189,8 +189,13 @@ def print_outputs(result: SearchResult) -> None:
 @app.command(epilog="Example: t2r doctor --json")
 @friendly
 def doctor(as_json: Annotated[bool, typer.Option("--json", help="print the findings as JSON")] = False) -> None:
-    """Which sandbox isolation is active here and what each mechanism's self-test found."""
+    """Which sandbox isolation is active here, what each mechanism's self-test found, and any process of the jail's uid
+    left behind."""
+    from text2reward.sandbox.leftovers import NOBODY, stray_processes  # reads /proc: only this command lists processes
+
     outcomes = {mechanism: check_mechanism(mechanism) for mechanism in MECHANISMS}
+    strays = stray_processes()
+    left = [stray for stray in strays if stray.left_over]
     try:
         active: Any = active_isolation()
     except ConfigError as exc:
@@ -200,6 +205,8 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="print the findi
             "active": active.mechanism if isinstance(active, Isolation) else None,
             "mechanisms": {m: ({"ok": True, "layers": o.layers, "findings": o.findings, "guarantees": guarantees(o)}
                                if isinstance(o, Isolation) else {"ok": False, "reason": o}) for m, o in outcomes.items()},
+            "jail_uid_processes": [dataclasses.asdict(stray) for stray in strays],
+            "leftovers": [dataclasses.asdict(stray) for stray in left],
         }, indent=2))
     else:
         for mechanism, outcome in outcomes.items():
@@ -211,6 +218,16 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="print the findi
                     console.print(f"    {'[green]kept[/green]' if kept else '[red]NOT kept[/red]'}: {promise}", highlight=False)
             else:
                 console.print(f"[red]{mechanism}: unavailable[/red]: {outcome}", highlight=False)
+        running = len(strays) - len(left)
+        if left:
+            console.print(f"[yellow]{len(left)} process(es) of uid {NOBODY} (the jail's uid) left behind with no command "
+                          f"above them[/yellow] (end them with kill -9 PID):", highlight=False)
+            for stray in left:
+                cpu = f", {stray.cpu_seconds:.1f} s of CPU" if stray.cpu_seconds is not None else ""
+                console.print(f"    pid {stray.pid}: {stray.name}{cpu}", highlight=False, markup=False)
+        else:
+            console.print(f"no process of uid {NOBODY} (the jail's uid) left behind"
+                          + (f" ({running} running under live commands)" if running else ""), highlight=False)
         if isinstance(active, Isolation):
             console.print(f"active: [bold]{active.mechanism}[/bold]; model-written code runs in this jail")
         else:

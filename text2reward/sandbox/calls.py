@@ -327,6 +327,11 @@ class CallChannel:
         reading = clock.read() if clock is not None else None
         return None if reading is None else reading.cpu
 
+    @property
+    def last_cpu(self) -> float | None:
+        """The process's CPU seconds when the last call ended (read then: its clocks are gone once it is reaped)."""
+        return None if self._last is None else self._last.cpu
+
     def forget_clock(self) -> None:
         """Close the clock's files (before the process is reaped: its pid may then be reused)."""
         clock, self._clock = self._clock, None

@@ -77,7 +77,7 @@ class Isolation:
             parts.append(f"Landlock ABI {landlock} (read-only view)")
         if "signals" in str(self.layers.get("landlock_scopes", "")):
             parts.append("Landlock scoping (signals, abstract sockets)")
-        parts.append("seccomp (no sockets, signals, IPC, exec, fork, timers, priorities, watches)")
+        parts.append("seccomp (no sockets, signals, IPC, exec, fork, sessions, timers, priorities, watches)")
         if self.layers.get("uid") is not None:
             parts.append(f"uid {self.layers['uid']}")
         return f"{self.mechanism} jail: " + " + ".join(parts) + " + rlimits; self-test passed"
@@ -102,6 +102,8 @@ def guarantees(isolation: Isolation) -> dict[str, bool]:
         "no change to any process's priority, scheduling or CPUs": seccomp,
         "no timers, alarms or file-system watches": seccomp,
         "no new process or thread, no exec": seccomp,
+        "nothing outlives its jail: no new session or process group, no change of credentials or parent-death signal; "
+        "the reward's process held by the parent's pidfd and killed with its call, candidate or command": seccomp,
         "CPU and blocked time judged per call by the parent on the kernel's clocks; CPU between calls counted": True,
         "validation driven call by call by the parent, every check computed from the raw values": True,
     }

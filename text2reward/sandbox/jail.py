@@ -9,7 +9,8 @@ order, in the process that will run the reward:
    project code) and nothing else: no other file can be opened, created, renamed or linked;
 4. no-new-privs and a seccomp filter that fails, with EPERM, the calls that reach outside the
    process: sockets, signals to any process, ptrace and cross-process memory, System V and POSIX
-   message IPC, mknod, execve, fork/clone (no processes, no threads), namespace and mount calls,
+   message IPC, mknod, execve, fork/clone (no processes, no threads), setsid/setpgid and changes of
+   credentials or of the parent-death signal (nothing leaves its jail's session or outlives it), namespace and mount calls,
    changes to file metadata (chmod, chown, xattrs, times: Landlock does not cover them), raising
    resource limits, keyrings, BPF, perf, userfaultfd and io_uring.
 
@@ -50,6 +51,10 @@ DENIED_SYSCALLS = (
     "memfd_create", "memfd_secret",
     # new programs and processes
     "execve", "execveat", "fork", "vfork", "clone", "clone3",
+    # leaving the jail's process group and session (a kill of the group must reach it), and changing credentials,
+    # which also clears the parent-death signal (prctl's own way to clear it is filtered below)
+    "setsid", "setpgid", "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setfsuid",
+    "setfsgid", "setgroups",
     # namespaces, mounts, roots
     "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "open_tree", "move_mount", "fsopen",
     "fsconfig", "fsmount", "fspick", "mount_setattr",
@@ -82,6 +87,7 @@ LANDLOCK_SCOPE_SIGNAL = 2
 SYS_LANDLOCK_CREATE_RULESET = 444
 SYS_LANDLOCK_RESTRICT_SELF = 446
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_PDEATHSIG = 1
 
 
 class JailError(Exception):
@@ -258,7 +264,7 @@ class _SockFilterProgram(ctypes.Structure):
 
 def seccomp_program() -> bytes:
     """The filter as classic BPF, compiled by libseccomp once per process: a deny-list with EPERM (argument filters
-    on prlimit64 and fcntl); a call from a foreign architecture (x32, i386) kills the process, libseccomp's
+    on prlimit64, prctl and fcntl); a call from a foreign architecture (x32, i386) kills the process, libseccomp's
     default for an architecture the filter does not name."""
     global _PROGRAM
     if _PROGRAM is not None:
@@ -275,6 +281,8 @@ def seccomp_program() -> bytes:
                 pass  # not a system call on this architecture
         # prlimit64 may read limits (new_limit NULL) but never set them
         syscall_filter.add_rule(denied, "prlimit64", seccomp.Arg(2, seccomp.NE, 0))
+        # the parent-death signal that ends the reward with its jail's process stays as the jail set it
+        syscall_filter.add_rule(denied, "prctl", seccomp.Arg(0, seccomp.EQ, PR_SET_PDEATHSIG))
         # fcntl may not make the kernel signal another process on the file's behalf (SIGIO, leases)
         for command in FCNTL_SIGNALLING:
             syscall_filter.add_rule(denied, "fcntl", seccomp.Arg(1, seccomp.EQ, command))

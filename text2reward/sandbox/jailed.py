@@ -52,6 +52,8 @@ MAX_MESSAGE_CHARS = 600
 
 def main(argv: list[str]) -> int:
     config = json.loads(argv[1])
+    if config.get("jail", {}).get("own_namespaces") and config.get("parent_pid"):
+        _die_with(int(config["parent_pid"]))  # bubblewrap's --die-with-parent, where there is no bubblewrap
     if config["mode"] == "zygote":
         return _zygote(config)
     if config["mode"] == "selftest":
@@ -165,6 +167,16 @@ def _zygote(config: dict) -> int:
 
     nursery = Nursery(spare_main, lambda message: _send(proto_out, message), handoff)
     return nursery.serve(proto_in, lambda request: _import_trusted(request["code"], request["modules"], request.get("sources") or {}))
+
+
+def _die_with(parent: int) -> None:
+    """A SIGKILL when the process that started this worker ends (its spares, and the reward's process forked into a pid
+    namespace of its own, die with it in turn: namespaces.py, `_tie_to_parent`); leave at once if it has ended already."""
+    import ctypes  # loaded by the jail's layers anyway
+
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(0)
 
 
 def _tie_to_parent() -> None:

@@ -18,7 +18,12 @@ class Limits:
     """RLIMIT_AS of the worker: address space, so a huge allocation fails with MemoryError."""
     cpu_seconds: int = 30
     """RLIMIT_CPU of a validation worker (soft == hard: the kernel kills it). Training workers run
-    for hours, so they rely on the per-call limits instead."""
+    for hours: they have `training_cpu_seconds`, and the per-call limits judge each call."""
+    training_cpu_seconds: int = 7200
+    """RLIMIT_CPU of a training worker, for its whole life: a backstop, so that no reward process burns CPU without
+    end where its parent can no longer judge its calls (the per-call limits and budgets do that while it can).
+    Generous: a worker with a typical numpy reward uses ~35-45 us of CPU per call (measured, reward included), so
+    two CPU-hours cover ~160M such calls, or ~3.5M of a reward at validation's 2 ms maximum (`max_call_us`)."""
     wall_seconds: float = 60.0
     """Whole validation run, or a training worker's start-up, before the parent kills it."""
     call_cpu_seconds: float = 0.05

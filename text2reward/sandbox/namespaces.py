@@ -38,6 +38,7 @@ MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 MNT_DETACH = 2
 PR_SET_PDEATHSIG = 1
+PR_GET_PDEATHSIG = 2
 PR_SET_DUMPABLE = 4
 SYS_PIVOT_ROOT = 155
 STATVFS_TO_MOUNT = ((1, MS_RDONLY), (2, MS_NOSUID), (4, MS_NODEV), (8, MS_NOEXEC), (1024, MS_NOATIME),
@@ -104,11 +105,17 @@ def enter_shared(readable: list[str], symlinks: list[list[str]], files: list[str
         if drop_to_uid is not None and os.geteuid() == 0:
             _check(libc.unshare(ctypes.c_int(CLONE_NEWNS)), "unshare (mount namespace)")
             _make_root(libc, readable, symlinks, files)
+            death_signal, parent = ctypes.c_int(0), os.getppid()
+            _check(libc.prctl(PR_GET_PDEATHSIG, ctypes.byref(death_signal), 0, 0, 0), "reading the parent-death signal")
             os.setgroups([])
             os.setgid(drop_to_uid)
             os.setuid(drop_to_uid)  # from root to another uid: every capability goes
             if os.getuid() != drop_to_uid or os.geteuid() != drop_to_uid or os.getgid() != drop_to_uid:
                 raise NamespaceError("could not drop root privileges")
+            if death_signal.value:  # a change of credentials clears it: set again, so the worker still dies with its parent
+                _check(libc.prctl(PR_SET_PDEATHSIG, death_signal.value, 0, 0, 0), "tying the worker to its parent again")
+                if os.getppid() != parent:  # the parent ended while it was not tied
+                    os._exit(1)
             _own_user_namespace(libc, others | CLONE_NEWUSER, proc)
         else:
             _own_user_namespace(libc, others | CLONE_NEWUSER | CLONE_NEWNS, proc)

@@ -22,6 +22,7 @@ from typing import Any
 from text2reward.sandbox.calls import CallChannel, SandboxFailure
 from text2reward.sandbox.clocks import CallLimits
 from text2reward.sandbox.isolation import active_isolation, jail_spec, launch_argv, worker_env
+from text2reward.sandbox.leftovers import HeldProcess, hold
 from text2reward.sandbox.limits import Limits, limit_config
 from text2reward.sandbox.untrusted import COMPONENT_REPLY_BYTES, MAX_COMPONENTS, Malformed, clean_text, loads, parse_output
 from text2reward.sandbox.wire import REPLY, reply_struct
@@ -36,8 +37,10 @@ class WorkerProcess:
         self.limits = limits
         isolation = active_isolation(limits.isolation)
         self.isolation = isolation.describe()
-        config = {"mode": mode, "jail": jail_spec(isolation.mechanism), **limit_config(limits, cpu=False)}
-        self._cpu_rlimit = mode != "serve"  # a zygote's children set their own RLIMIT_CPU
+        self.mechanism, self.mode = isolation.mechanism, mode
+        # a training worker runs under `training_cpu_seconds`; a zygote (trusted) under none: its children set their own
+        config = {"mode": mode, "jail": jail_spec(isolation.mechanism), "parent_pid": os.getpid(),
+                  **limit_config(limits, cpu=False), "cpu_seconds": int(limits.training_cpu_seconds) if mode == "serve" else None}
         self.handoff: socket.socket | None = None
         """The zygote's Unix socket: each validation child's pipes and pidfd arrive on it (runner.py)."""
         passed: tuple[int, ...] = ()
@@ -64,7 +67,7 @@ class WorkerProcess:
         self._out = stdout.fileno()
         os.set_blocking(self._in, False)
         self._stderr = _Tail(self._proc.stderr)
-        self._python_pid: int | None = None
+        self._reward: HeldProcess | None = None
         self.calls = CallChannel(self._in, self._out, lambda: self.python_pid, self.kill,
                                  lambda detail: self._failure(detail=detail))
 
@@ -77,8 +80,27 @@ class WorkerProcess:
 
     @property
     def python_pid(self) -> int:
-        """The host pid of the worker's Python process (the one whose clocks judge its calls)."""
-        return self._python_pid or self._find_python_pid()
+        """The host pid of the process that runs the reward (the one whose clocks judge its calls). Raises ValueError
+        while it is not running yet."""
+        return self.reward_process().pid
+
+    def reward_process(self) -> HeldProcess:
+        """The process that runs the reward, held by a pidfd (`find_reward_process`); a training worker's only.
+        Raises ValueError while it is not running yet."""
+        if self._reward is None:
+            if self.mode != "serve":
+                raise ValueError("a zygote runs no reward itself")
+            if self._proc.returncode is not None:  # reaped: its pid may be another process's by now
+                raise ValueError("the jailed worker has ended")
+            self._reward = find_reward_process(self._proc.pid, REWARD_DEPTH[(self.mechanism, "serve")])
+        return self._reward
+
+    def _held_reward(self) -> HeldProcess | None:
+        """The reward's process if it can still be found (to end it with its worker), else None."""
+        try:
+            return self.reward_process() if self.mode == "serve" else None
+        except ValueError:
+            return None
 
     def start(self, hello: dict[str, Any], deadline: float) -> None:
         self.calls.send(pickle.dumps(hello, protocol=pickle.HIGHEST_PROTOCOL), deadline)
@@ -104,13 +126,12 @@ class WorkerProcess:
     def cpu_seconds(self) -> float | None:
         return self.calls.cpu_seconds()
 
-    def _find_python_pid(self) -> int:
-        """The process that runs the reward: a descendant of the one started (see `jailed_worker_pid`)."""
-        self._python_pid = jailed_worker_pid(self._proc.pid)
-        return self._python_pid
-
     def close(self, grace: float = 1.0) -> None:
-        """Close the pipe (the worker exits on EOF) and kill it if it lingers."""
+        """Close the pipe (the worker exits on EOF) and kill it if it lingers; the reward's process too, whatever it
+        did to itself (its own session, no parent-death signal: it is held by a pidfd)."""
+        reward = self._held_reward()
+        if reward is not None:
+            reward.told_to_end()
         if self._proc.returncode is None:
             try:
                 self._stdin.close()
@@ -120,13 +141,21 @@ class WorkerProcess:
                 self._proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 self.kill()
+        if reward is not None and not reward.wait(grace):
+            reward.kill()
+        if reward is not None and not reward.alive():
+            reward.release()  # ended: nothing left to sweep
         self._stdout.close()
         self.calls.forget_clock()
         if self.handoff is not None:
             self.handoff.close()
 
     def kill(self) -> None:
+        """SIGKILL the reward's process (through its pidfd) and the worker's process group."""
+        reward = self._held_reward()
         self.calls.forget_clock()
+        if reward is not None:
+            reward.kill()
         if self._proc.returncode is None:  # not reaped yet, so the process group id is still ours
             try:
                 os.killpg(self._proc.pid, signal.SIGKILL)
@@ -147,31 +176,57 @@ class WorkerProcess:
             code = self._proc.returncode
         self._stderr.join(1.0)
         signal_number = -code if code < 0 else None
+        # a SIGKILL is its own RLIMIT_CPU only where it had used (nearly) all of it when the parent last read its clock
+        own_limit = self.mode != "serve" or (
+            (self.calls.last_cpu or 0.0) >= self.limits.training_cpu_seconds - self.limits.call_cpu_seconds - 1.0)
         failure = SandboxFailure(explain_exit(signal_number, None if code < 0 else code, self.limits, self._stderr.text(),
-                                              cpu_rlimit=self._cpu_rlimit))
-        failure.by_machine = killed_from_outside(signal_number, self._cpu_rlimit)
+                                              cpu_rlimit=own_limit, cpu_seconds=self.limits.training_cpu_seconds))
+        failure.by_machine = killed_from_outside(signal_number, own_limit)
         return failure
 
 
-def jailed_worker_pid(start: int) -> int:
-    """The host pid of the process that runs the reward, found from `start` down its first children: the first that
-    runs our module inside a pid namespace of its own (deeper than this process's). Under bubblewrap that is below
-    bwrap; without it, below the worker that built its namespaces and now only waits (namespaces.py). Raises
-    ValueError while there is none yet: a waiting parent's or bwrap's clocks must never stand for the reward's."""
-    own_depth = _pid_depth("self")
-    pid = start
-    for _ in range(5):
-        if _runs_worker(pid) and _pid_depth(str(pid)) > own_depth:
-            return pid
-        try:
-            with open(f"/proc/{pid}/task/{pid}/children") as handle:
-                children = handle.read().split()
-        except OSError:
-            break
-        if not children:
-            break
-        pid = int(children[0])
-    raise ValueError("the jailed worker is not running yet")
+REWARD_DEPTH = {("bubblewrap", "serve"): 2, ("landlock", "serve"): 1, ("bubblewrap", "child"): 0, ("landlock", "child"): 1}
+"""How many generations below the process the parent started (or was handed) the reward runs, by mechanism and kind
+of worker: under bubblewrap, bwrap's init and then the command (pid 2 of bwrap's pid namespace), or a zygote's child
+itself (in bwrap's namespace already); without it, the child a worker forks into a pid namespace of its own, as its
+pid 1 (namespaces.py)."""
+
+
+def find_reward_process(root: int, generations: int) -> HeldProcess:
+    """The process that runs the reward, found from what the parent knows: `generations` below `root` (the pid it
+    started, or the one a pidfd it holds names), each the only child of the one above, and in a pid namespace below
+    this process's. Held by a pidfd from here on (leftovers.py). Nothing the child can write (its command line, its
+    name) is read, so a reward that rewrites its own cannot pass another process's clocks for its own.
+
+    Raises ValueError while there is no such process yet: a waiting parent's or bwrap's clocks must never stand for
+    the reward's."""
+    chain = [root]
+    for _ in range(generations):
+        children = _children(chain[-1])
+        if len(children) != 1:
+            raise ValueError("the jailed worker is not running yet" if not children else
+                             f"process {chain[-1]} of the jail has {len(children)} children, where it forks one")
+        chain.append(children[0])
+    pid = chain[-1]
+    if _pid_depth(str(pid)) <= _pid_depth("self"):
+        raise ValueError("the jailed worker is not in a pid namespace of its own yet")
+    try:
+        held = hold(pid)
+    except OSError:
+        raise ValueError("the jailed worker has ended") from None
+    if len(chain) > 1 and _children(chain[-2]) != [pid]:  # the pidfd names the process found, not a later one
+        held.release()
+        raise ValueError("the jailed worker has ended")
+    return held
+
+
+def _children(pid: int) -> list[int]:
+    """The kernel's list of `pid`'s children (its one thread: nothing of ours in a jail starts threads)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as handle:
+            return [int(child) for child in handle.read().split()]
+    except (OSError, ValueError):
+        return []
 
 
 def _pid_depth(pid: str) -> int:
@@ -186,14 +241,6 @@ def _pid_depth(pid: str) -> int:
     return 0
 
 
-def _runs_worker(pid: int) -> bool:
-    """Whether `pid` is the jailed worker's Python (its command line names our module), not bwrap around it."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            argv = handle.read().split(b"\0")
-    except OSError:
-        return False
-    return b"text2reward.sandbox.jailed" in argv and not argv[0].endswith(b"bwrap")
 
 
 SIGSYS_EXIT = 128 + signal.SIGSYS
@@ -201,11 +248,12 @@ SIGSYS_EXIT = 128 + signal.SIGSYS
 
 
 def explain_exit(signal_number: int | None, exit_code: int | None, limits: Limits, stderr: str = "",
-                 cpu_rlimit: bool = True) -> str:
+                 cpu_rlimit: bool = True, cpu_seconds: float | None = None) -> str:
     """Why a worker ended before answering, in words the model can act on; the same words on every path.
 
-    `cpu_rlimit`: the worker ran under RLIMIT_CPU (validation), so a SIGKILL may be its own CPU limit; a
-    training worker has none, so a SIGKILL came from outside it (see `killed_from_outside`)."""
+    `cpu_rlimit`: a SIGKILL may be its own CPU limit (RLIMIT_CPU of `cpu_seconds`, default `limits.cpu_seconds`):
+    always so in validation; in training only once it had used nearly all of `training_cpu_seconds`, else the
+    SIGKILL came from outside it (see `killed_from_outside`)."""
     if signal_number is None and exit_code == SIGSYS_EXIT:
         signal_number, exit_code = int(signal.SIGSYS), None
     if signal_number is not None:
@@ -221,7 +269,7 @@ def explain_exit(signal_number: int | None, exit_code: int | None, limits: Limit
         if signal_number == signal.SIGKILL and not cpu_rlimit:
             return f"the reward process was killed from outside by {name}, not by its own limits (the machine's memory or another process)"
         if signal_number == signal.SIGKILL:
-            why = f"it went over its CPU-time ({limits.cpu_seconds} s) or memory ({limits.memory_mb} MB) limit"
+            why = f"it went over its CPU-time ({cpu_seconds or limits.cpu_seconds:g} s) or memory ({limits.memory_mb} MB) limit"
         elif signal_number == signal.SIGSEGV:
             why = "it crashed the interpreter (for example by recursing too deeply)"
         else:
@@ -233,7 +281,7 @@ def explain_exit(signal_number: int | None, exit_code: int | None, limits: Limit
 
 
 def killed_from_outside(signal_number: int | None, cpu_rlimit: bool) -> bool:
-    """A training worker (no RLIMIT_CPU) killed by SIGKILL: its own code cannot do that to itself under the jail."""
+    """A training worker killed by SIGKILL far from its RLIMIT_CPU: its own code cannot do that to itself in the jail."""
     return signal_number == signal.SIGKILL and not cpu_rlimit
 
 

@@ -36,8 +36,17 @@ import numpy as np
 from text2reward.sandbox.calls import CallChannel, CallStopped, SandboxFailure
 from text2reward.sandbox.clocks import CallLimits
 from text2reward.sandbox.isolation import active_isolation, readable_paths
+from text2reward.sandbox.leftovers import HeldProcess
 from text2reward.sandbox.limits import Limits
-from text2reward.sandbox.process import NewName, ReplyDecoder, WorkerProcess, explain_exit, jailed_worker_pid, limit_config
+from text2reward.sandbox.process import (
+    REWARD_DEPTH,
+    NewName,
+    ReplyDecoder,
+    WorkerProcess,
+    explain_exit,
+    find_reward_process,
+    limit_config,
+)
 from text2reward.sandbox.untrusted import Malformed, clean_text, loads
 from text2reward.sandbox.wire import ViewEncoder
 
@@ -75,6 +84,10 @@ ENDING_SECONDS = 1.0
 """How long a child that closed its pipe has to end by itself before it is killed (its own exit tells the model why)."""
 LOAD_CPU_SECONDS = 2.0
 """CPU time a child may take to jail itself and run the program's module body before it says it is ready."""
+NO_CLOCK = ("the sandbox could not read the reward process's CPU time from the kernel (/proc), so its time per call "
+            "cannot be judged; `t2r doctor` shows the jail's self-test")
+"""Why a validation with no kernel clock reading fails: the parent's reading of the child's clocks is the only time
+check, and a reward that hid its process from the parent must not pass as taking no time."""
 _ZYGOTES: dict[tuple[str, int], Zygote] = {}
 _LOCK = threading.Lock()
 
@@ -136,7 +149,10 @@ def _drive(child: ValidationChild, samples: list[tuple[Any, np.ndarray]], module
                     return
                 outputs.append(reply)
                 if repeat == 0:
-                    result.seconds.append((own if own is not None else 0.0) + parsing)
+                    if own is None:  # no verdict on time without the kernel's clocks: never a pass by default
+                        result.error, result.error_kind, result.failed_index = NO_CLOCK, "process", index
+                        return
+                    result.seconds.append(own + parsing)
             result.passes.append(outputs)
     except CallStopped as exc:
         result.error, result.error_kind = str(exc), "process"
@@ -200,7 +216,12 @@ class ValidationChild:
         os.set_blocking(calls_fd, False)
         self._status: dict[str, Any] | None = None
         self._deadline = time.monotonic() + limits.wall_seconds + ZYGOTE_GRACE_SECONDS
+        self._reward: HeldProcess | None = None
         self.calls = CallChannel(calls_fd, replies_fd, self._host_pid, self.kill, self._ended)
+        try:  # held from the start: the reward's process exists before the zygote hands its child over
+            self.reward_process()
+        except ValueError:
+            pass  # it has ended already: its end is reported as the first call's
 
     @classmethod
     def fork(cls, zygote: Zygote, request: dict[str, Any], limits: Limits, deadline: float) -> ValidationChild:
@@ -221,17 +242,34 @@ class ValidationChild:
         return cls(zygote, number, fds[0], fds[1], fds[2], limits)
 
     def _host_pid(self) -> int:
-        """The pid, as this process sees it, of the process that runs the reward: the child named by the pidfd
-        (race-free), or below it the one in a fresh pid namespace the child made (namespaces.py)."""
-        with open(f"/proc/self/fdinfo/{self._pidfd}") as handle:
-            for line in handle:
-                if line.startswith("Pid:"):
-                    pid = int(line.split()[1])
-                    if pid > 0:
-                        return jailed_worker_pid(pid)
+        return self.reward_process().pid
+
+    def reward_process(self) -> HeldProcess:
+        """The process that runs the reward, held by a pidfd: the child the zygote's pidfd names (under bubblewrap),
+        or the one it forked into a pid namespace of its own (namespaces.py): found by where it is, never by what it
+        says (`find_reward_process`). Raises ValueError once the child has ended."""
+        if self._reward is None:
+            pid = self._child_pid()
+            reward = find_reward_process(pid, REWARD_DEPTH[(self.zygote.process.mechanism, "child")])
+            if self._child_pid() != pid:  # the child ended meanwhile: the pid found may be another's by now
+                reward.release()
+                raise ValueError("the child has ended")
+            self._reward = reward
+        return self._reward
+
+    def _child_pid(self) -> int:
+        """The zygote's child, by the pidfd handed over (race-free: -1 in fdinfo once it has ended)."""
+        if self._pidfd >= 0:
+            with open(f"/proc/self/fdinfo/{self._pidfd}") as handle:
+                for line in handle:
+                    if line.startswith("Pid:") and int(line.split()[1]) > 0:
+                        return int(line.split()[1])
         raise ValueError("the child has ended")
 
     def kill(self) -> None:
+        """SIGKILL the child and the reward's process (the same one under bubblewrap), each through its pidfd."""
+        if self._reward is not None:
+            self._reward.kill()
         try:
             signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
         except OSError:

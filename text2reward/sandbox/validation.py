@@ -96,8 +96,13 @@ def smoke_checks(result: RunResult, limits: Limits) -> dict[str, dict[str, Any]]
     # neither the child's word nor a busy machine moves it. Judged on the mean over the pass, which is exact: calls are
     # pipelined (calls.CallChannel.stream), so one call's share of the clocks may hold a moment of its neighbour's when
     # this process read a reply late, which lumps shares (and would bias a median low) but leaves their sum whole.
-    median_us = statistics.median(result.seconds) * 1e6 if result.seconds else 0.0
-    mean_us = statistics.fmean(result.seconds) * 1e6 if result.seconds else 0.0
+    if len(result.seconds) != len(result.outputs) or not result.seconds:  # no kernel reading for some call: no verdict
+        checks["time_per_call"] = _check(False, f"the time per call could not be read from the kernel for "
+                                                f"{len(result.outputs) - len(result.seconds)} of {len(result.outputs)} calls, so it "
+                                                "cannot be judged (the sandbox reads the reward process's own clocks)")
+        return checks
+    median_us = statistics.median(result.seconds) * 1e6
+    mean_us = statistics.fmean(result.seconds) * 1e6
     checks["time_per_call"] = _check(
         mean_us <= limits.max_call_us,
         f"{mean_us:.0f} us per call is over the {limits.max_call_us:.0f} us limit; compute with vectorised "
