@@ -19,6 +19,9 @@ import numpy as np
 
 from sim_envs.errors import ConfigError
 
+MODEL_FILE = "model.zip"
+RESULT_FILE = "result.json"
+
 META_MEMBER = "text2reward.json"
 """The member of a saved policy's zip holding what it acts in: {task, algo, her}."""
 
@@ -61,8 +64,6 @@ class Policy:
     def load(cls, path: str | Path) -> Policy:
         """A policy saved by `save`, or a `t2r train --out` folder (or the model.zip in one)."""
         path = Path(path)
-        from policies.train import load_policy  # torch and SB3: only loading a policy pays them
-
         if path.is_file() and zipfile.is_zipfile(path):
             with zipfile.ZipFile(path) as archive:
                 meta = json.loads(archive.read(META_MEMBER)) if META_MEMBER in archive.namelist() else None
@@ -79,3 +80,22 @@ class Policy:
             raise ConfigError(f"no policy at {path}; pass a file saved with Policy.save, or a `t2r train --out` folder")
         model, meta = load_policy(path)
         return cls(model=model, task=meta["task"], algo=meta["algo"], her=bool(meta.get("her")))
+
+
+def load_policy(path: str | Path) -> tuple[Any, dict[str, Any]]:
+    """A saved model and the result.json beside it (a run directory or its model.zip). A policy trained with HER
+    reads dict observations: build its env with `flatten=policies.her.flat_observations(meta)`."""
+    path = Path(path)
+    model_path = path / MODEL_FILE if path.is_dir() else path
+    result_path = model_path.parent / RESULT_FILE
+    if not model_path.is_file() or not result_path.is_file():
+        raise ConfigError(f"no trained policy at {path}; pass the --out directory of `t2r train` (with {MODEL_FILE} and {RESULT_FILE})")
+    meta = json.loads(result_path.read_text())
+    from stable_baselines3.common.buffers import DictReplayBuffer  # torch and SB3: only loading a policy pays them
+
+    from policies.algorithms import algorithm_class
+
+    custom_objects = None
+    if meta.get("her"):  # SB3 rebuilds a HerReplayBuffer on load, which needs the training env; a policy that only acts needs neither
+        custom_objects = {"replay_buffer_class": DictReplayBuffer, "replay_buffer_kwargs": {}}
+    return algorithm_class(meta["algo"]).load(model_path, device="cpu", custom_objects=custom_objects), meta

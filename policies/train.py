@@ -8,7 +8,6 @@ checkpoint), evaluate the final policy, write `result.json` atomically.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -16,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from stable_baselines3.common.buffers import DictReplayBuffer
 from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback, ProgressBarCallback
 from stable_baselines3.common.env_util import make_vec_env
 
@@ -30,7 +28,8 @@ from policies.hyperparams import Hyperparams
 from policies.interrupt import StopOnRequest, TrainingInterrupted
 from policies.io import atomic_file, write_json_atomic
 from policies.plan import TrainingPlan, resolve_training_plan
-from policies.policy import Policy
+from policies.policy import MODEL_FILE, RESULT_FILE, Policy
+from policies.policy import load_policy as load_policy  # where callers have always found it
 from policies.resume import ResumeCheckpoint, find_checkpoint, load_model, training_settings
 from policies.reward_modes import DEFAULT_GAMMA, require_program
 from policies.reward_program import RewardFunction, SparseReward, reward_from_spec
@@ -39,8 +38,6 @@ from sim_envs.errors import ConfigError, RewardProgramError
 from sim_envs.registry import get_task
 from sim_envs.task import Task
 
-RESULT_FILE = "result.json"
-MODEL_FILE = "model.zip"
 PEAK_MODEL_FILE = "peak_model.zip"
 """The policy of the best evaluation during training (the first to reach it), beside the final one."""
 EVAL_SEED_OFFSET = 10_000  # evaluation placements never coincide with training resets
@@ -449,16 +446,3 @@ def resume_callbacks(checkpoint: Checkpoint, components: ComponentStatsCallback,
     return float(state["wall_seconds"]), [*state["resumed_from"], checkpoint.steps]
 
 
-def load_policy(path: str | Path) -> tuple[Any, dict[str, Any]]:
-    """A saved model and the result.json beside it (a run directory or its model.zip). A policy trained with HER
-    reads dict observations: build its env with `flatten=policies.her.flat_observations(meta)`."""
-    path = Path(path)
-    model_path = path / MODEL_FILE if path.is_dir() else path
-    result_path = model_path.parent / RESULT_FILE
-    if not model_path.is_file() or not result_path.is_file():
-        raise ConfigError(f"no trained policy at {path}; pass the --out directory of `t2r train` (with {MODEL_FILE} and {RESULT_FILE})")
-    meta = json.loads(result_path.read_text())
-    custom_objects = None
-    if meta.get("her"):  # SB3 rebuilds a HerReplayBuffer on load, which needs the training env; a policy that only acts needs neither
-        custom_objects = {"replay_buffer_class": DictReplayBuffer, "replay_buffer_kwargs": {}}
-    return algorithm_class(meta["algo"]).load(model_path, device="cpu", custom_objects=custom_objects), meta
