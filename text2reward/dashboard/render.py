@@ -9,9 +9,8 @@ control character or a bidirectional override in a reply shows as its escape (`\
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import quote
-
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 from markupsafe import Markup

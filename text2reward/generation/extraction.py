@@ -51,10 +51,10 @@ class Extraction:
 
 MAX_REPLY_CHARS = 2_000_000
 """The longest reply read, its thinking included (about half a million tokens)."""
-MAX_ANSWER_CHARS = 200_000
-"""The longest answer read once its thinking is removed (about 50,000 tokens: a reward program is a few thousand
-characters). Parsing costs about 4 µs of the parent's CPU per character of dense code, so this bounds a reply's
-cost to under a second."""
+MAX_ANSWER_CHARS = 100_000
+"""The longest answer read once its thinking is removed (about 25,000 tokens: a reward program is a few thousand
+characters). Reading dense code costs about 5 µs of the parent's CPU per character (198,000 characters of one-line
+statements: 1.0 s), so this bounds a reply's cost to about half a second."""
 
 _PYTHON_LABELS = frozenset({"", "python", "py", "python3", "py3", "numpy"})
 _THINKING_TAG = re.compile(r"<(?P<close>/?)think(?:ing)?>", re.IGNORECASE)
