@@ -4,16 +4,23 @@ A write goes to a temporary file beside the target, then `os.replace` puts it in
 temporary file comes from `tempfile.mkstemp`, which creates it 0600 whatever the umask; the final
 file is given the mode a plain `open(path, "w")` would have created (0666 minus the umask), so a
 run's files all carry the same permissions as their neighbours.
+
+JSON is written strict (RFC 8259: no `Infinity`, no `NaN`), so any JSON reader opens every record. A reward may
+return finite numbers whose sums overflow (1e308 twice is inf); such a float is stored as the largest finite float of
+its sign (1.7976931348623157e+308: still a number, still ordered, plainly an overflow when shown), and NaN as null.
+Records written before, with `Infinity` in them, still read: Python's reader accepts it.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import math
 import os
+import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -69,14 +76,32 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
 
 
 def write_json_atomic(path: str | Path, data: Any) -> Path:
-    return write_text_atomic(path, json.dumps(data, indent=2, default=_json_default) + "\n")
+    return write_text_atomic(path, strict_json_dumps(data, indent=2) + "\n")
 
 
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
+def strict_json_dumps(data: Any, indent: int | None = None, default: Callable[[Any], Any] | None = None) -> str:
+    """`data` as strict JSON: numpy values and paths as plain ones, non-finite floats as `finite` makes them."""
+    return json.dumps(finite(data, default), indent=indent, allow_nan=False)
+
+
+def finite(value: Any, default: Callable[[Any], Any] | None = None) -> Any:
+    """`value` with every float finite (inf as the largest float of its sign, NaN as None), numpy scalars and arrays as
+    Python numbers and lists, paths as text, containers copied; anything else JSON cannot hold goes through `default`
+    (TypeError without one)."""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        return value if math.isfinite(value) else math.copysign(sys.float_info.max, value)
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, dict):
+        return {key: finite(item, default) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item, default) for item in value]
+    if isinstance(value, (np.generic, np.ndarray)):
+        return finite(value.tolist(), default)
     if isinstance(value, Path):
         return str(value)
+    if default is not None:
+        return finite(default(value))
     raise TypeError(f"cannot write {type(value).__name__} as JSON")

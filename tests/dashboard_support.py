@@ -25,15 +25,18 @@ from text2reward.loop import start_run
 from text2reward.settings import RunConfig
 
 TINY = {"learning_starts": 50, "batch_size": 32}
-HOSTILE_REPLY = """<script>window.pwned = 1; document.title = "pwned"</script>
-Here is the reward. </pre></details><img src=x onerror="window.pwned = 2">
+TERMINAL_ESCAPES = "\x1b]0;pwned\x07 \x1b[2J\x1b[31m \u202eevil\u202c \u2066iso\u2069 \x9b1m \u200f"
+"""OSC (sets a terminal's title), CSI (clears, colours), bidi overrides and isolates, a C1 CSI, a right-to-left mark."""
+HOSTILE_REPLY = f"""<script>window.pwned = 1; document.title = "pwned"</script>
+Here is the reward. </pre></details><img src=x onerror="window.pwned = 2"> {TERMINAL_ESCAPES}
 
 ```python
 import numpy as np
 
 def compute_dense_reward(self, action):
     note = "</pre><script>window.pwned = 3</script>"
-    return 0.0, {"constant": 0.0}
+    escapes = "{TERMINAL_ESCAPES}"
+    return 0.0, {{"constant": 0.0}}
 ```
 """
 

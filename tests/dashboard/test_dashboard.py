@@ -24,6 +24,7 @@ from dashboard_support import (
 )
 
 from text2reward.dashboard.export import export_html
+from text2reward.inert import UNSAFE
 from text2reward.runs.store import RunStore
 
 
@@ -91,6 +92,20 @@ def test_reply_with_script_is_shown_as_text(pristine_runs, pristine_server):
     assert re.findall(r"<script\b[^>]*>", html) == ['<script src="/static/dashboard.js" defer>']
     assert "pwned = 3" in html  # the code itself is shown (highlighted, escaped) though it was rejected
     assert "invalid" in html
+
+
+def test_terminal_escapes_and_bidi_overrides_are_spelled_out_on_pages_and_in_the_export(copied):
+    """The hostile reply's OSC/CSI/C1/bidi characters, in its text and in its code, are shown as their escapes on the
+    run page, its live fragment and the exported report.html: nothing reaches a browser raw."""
+    runs, server = copied
+    hostile = run_id(runs, "file")
+    spelled = "\\x1b]0;pwned\\x07 \\x1b[2J\\x1b[31m \\u202eevil\\u202c \\u2066iso\\u2069 \\x9b1m \\u200f"
+    pages = [server.get(f"/runs/{hostile}")[2].decode(), server.get(f"/runs/{hostile}/fragment")[2].decode(),
+             export_html(RunStore(runs / hostile)).read_text()]
+    for html in pages:
+        assert UNSAFE.search(html) is None, repr(UNSAFE.search(html))
+        assert spelled in html  # the reply as text
+        assert "\\u202eevil" in re.sub(r"<[^>]+>", "", html.split('class="hl"', 1)[1])  # and in the highlighted code
 
 
 # --- files ---------------------------------------------------------------------------------------------------------
@@ -248,10 +263,28 @@ def test_export_html_is_self_contained(copied):
         else:
             assert "&lt;script&gt;window.pwned = 1" in html
     heuristic = run_id(runs, "heuristic")
-    status, headers, _ = server.get(f"/runs/{heuristic}/export")
+    html = server.get(f"/runs/{heuristic}")[2].decode()
+    button = re.search(rf'<form method="post" action="/runs/{heuristic}/export".*?</form>', html, flags=re.S)
+    assert button and f'name="csrf_token" value="{server.token}"' in button[0]  # the page's Export button posts the token
+    status, headers, _ = server.post_form(f"/runs/{heuristic}/export", {"csrf_token": server.token})
     assert status == 303 and headers["location"] == f"/runs/{heuristic}/files/report.html"
     status, headers, body = server.get(headers["location"])
     assert status == 200 and headers["content-type"].startswith("text/html") and b"text2reward" in body
+
+
+def test_export_writes_only_on_a_post_from_the_page(copied):
+    """Export writes report.html, so it is a state-changing request: a GET (a link, an <img> on any site) writes
+    nothing; a POST without the page's token, or from another origin, is refused and writes nothing."""
+    runs, server = copied
+    heuristic = run_id(runs, "heuristic")
+    report = runs / heuristic / "report.html"
+    report.unlink(missing_ok=True)
+    status, _, _ = server.get(f"/runs/{heuristic}/export")
+    assert status == 405 and not report.exists()
+    for fields, origin in (({}, "same"), ({"csrf_token": "stale"}, "same"), ({"csrf_token": server.token}, "http://evil.example")):
+        status, _, body = server.post_form(f"/runs/{heuristic}/export", fields, origin=origin)
+        assert status == 403 and ("token" in body.decode() or "cross-origin" in body.decode()) and not report.exists()
+    assert server.post_form(f"/runs/{heuristic}/export", {"csrf_token": server.token})[0] == 303 and report.is_file()
 
 
 # --- dashboard details: what a page says about a run is what the run is ---------------------------------------------

@@ -135,6 +135,27 @@ def test_a_killed_run_shows_interrupted_and_resumes_from_its_button(pristine_run
     assert not (runs / heuristic / "run.lock").exists()
 
 
+def test_a_hostile_reply_reads_as_text_and_export_is_a_posted_form(pristine_runs, tmp_path, browser_page):  # noqa: F811
+    """The hostile run in a browser: its reply's script never runs, its terminal escapes and bidi overrides are shown
+    spelled out (`\\u202e`), not obeyed; the Export button posts the page's form and lands on a report.html that is
+    as inert as the page, while a plain visit to /export writes nothing."""
+    page = browser_page
+    runs = copy_runs(pristine_runs, tmp_path / "runs")
+    hostile = run_id(runs, "file")
+    report = runs / hostile / "report.html"
+    report.unlink(missing_ok=True)
+    with DashboardServer(runs) as server:
+        assert page.goto(f"{server.url}/runs/{hostile}/export").status == 405 and not report.exists()
+        page.goto(f"{server.url}/runs/{hostile}")
+        page.click("#round-0 details.block:has(summary:text('reply')) > summary")
+        shown = page.inner_text("#round-0")
+        assert "\\x1b]0;pwned\\x07" in shown and "\\u202eevil\\u202c" in shown and "\u202e" not in shown
+        page.click("#export-button")
+        page.wait_for_url(f"**/runs/{hostile}/files/report.html")
+        assert report.is_file() and "\\u202eevil\\u202c" in page.inner_text("body") and "\u202e" not in page.content()
+        assert page.evaluate("typeof window.pwned") == "undefined" and page.title() != "pwned"
+
+
 LONG = "END-OF-LONG-LINE"
 REACH_END = """([selector, marker]) => {
     // Scroll the block as far as it goes (if it can) and say whether the end of the long line is then inside it.

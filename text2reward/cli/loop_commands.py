@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
+from policies.io import strict_json_dumps
 from sim_envs import get_task
 from text2reward.cli.options import with_settings
 from text2reward.cli.shared import (
@@ -29,6 +30,7 @@ from text2reward.cli.shared import (
     sigterm_as_ctrl_c,
 )
 from text2reward.errors import ConfigError
+from text2reward.inert import visible
 from text2reward.runs import layout
 from text2reward.runs.statuses import RunStatus
 from text2reward.runs.store import RunStore
@@ -56,13 +58,13 @@ def prompt(
         format_messages_for_display,
     )
 
-    if run_id is not None:
-        typer.echo(pending_prompt(runs_dir, run_id), nl=False)
+    if run_id is not None:  # the earlier replies' code and errors are in it: shown as text, never obeyed by the terminal
+        typer.echo(visible(pending_prompt(runs_dir, run_id)), nl=False)
         return
     if task is None:
         raise ConfigError("name a task (--task metaworld/reach-v3) or a waiting run (--run RUN_ID)")
     load_extra_tasks(task_file)
-    typer.echo(format_messages_for_display(build_initial_messages(get_task(task), few_shot=few_shot, reward_mode=reward_mode)))
+    typer.echo(visible(format_messages_for_display(build_initial_messages(get_task(task), few_shot=few_shot, reward_mode=reward_mode))))
 
 
 def pending_prompt(runs_dir: Path, run_id: str) -> str:
@@ -90,7 +92,7 @@ def validate(
     source = read_source_file(code, "code file", "a .py file defining compute_dense_reward(self, action)")
     report = validate_reward(source, task, mode=reward_mode)
     if as_json:
-        typer.echo(json.dumps(report.to_dict(), indent=2, default=str))
+        typer.echo(strict_json_dumps(report.to_dict(), indent=2, default=str))
     else:
         print_validation(report)
     raise typer.Exit(0 if report.ok else 1)

@@ -1,6 +1,8 @@
 """What every command group shares: the Typer app, consoles, the error wrapper, common options.
 
-User mistakes become one red line and exit code 1, never a traceback.
+User mistakes become one red line and exit code 1, never a traceback. Whatever the consoles print passes through
+`InertText`: a control character or a bidirectional override that a reply or a reward put in a line is shown as its
+escape (`\x1b`, `\u202e`), never sent to the terminal raw.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
 import typer
 from rich import box
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderHook
 from rich.markup import escape
+from rich.segment import Segment
 from rich.table import Table
 
 from policies.formatting import format_success
@@ -26,6 +29,7 @@ from policies.reward_modes import mode_help
 from sim_envs import load_task_file
 from text2reward.cli.help_format import PlainHelpGroup
 from text2reward.errors import ConfigError, RunInterrupted, Text2RewardError
+from text2reward.inert import visible
 from text2reward.runs.run_events import RunEvent
 from text2reward.runs.statuses import RunStatus
 from text2reward.runs.store import RunStore
@@ -34,11 +38,36 @@ from text2reward.settings import parse_hyperparams
 if TYPE_CHECKING:
     from text2reward.api import SearchResult
 
+class _InertRenderable:
+    """A renderable whose text segments have their unsafe characters spelled out; our own control segments (cursor
+    moves, e.g. of the progress bars) pass as they are."""
+
+    def __init__(self, renderable: ConsoleRenderable):
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Segment]:
+        for segment in console.render(self.renderable, options):
+            yield segment if segment.control else Segment(visible(segment.text), segment.style)
+
+
+class InertText(RenderHook):
+    """Every console's last word on what it prints: text from a model or a reward is shown, never obeyed."""
+
+    def process_renderables(self, renderables: list[ConsoleRenderable]) -> list[ConsoleRenderable]:
+        return [_InertRenderable(renderable) for renderable in renderables]
+
+
+def inert_console(**settings: Any) -> Console:
+    console = Console(**settings)
+    console.push_render_hook(InertText())
+    return console
+
+
 app = typer.Typer(cls=PlainHelpGroup, no_args_is_help=True, add_completion=False, help="Language-model-written dense rewards for MuJoCo robot tasks.")
-console = Console(soft_wrap=True)
+console = inert_console(soft_wrap=True)
 """Lines are never folded at the terminal's width (a path or an id copied from a log or a pipe stays whole); tables
 still fit it (`fitted_table`)."""
-err_console = Console(stderr=True, soft_wrap=True)
+err_console = inert_console(stderr=True, soft_wrap=True)
 
 TaskFileOption = Annotated[Optional[Path], typer.Option("--task-file", help="Python file defining extra tasks (see README)")]
 

@@ -1,8 +1,9 @@
 """The run dashboard: a Starlette app with server-rendered pages and a little polling JavaScript.
 
 Pages read the run directories (the source of truth) on every request, so a run written by another
-process (`t2r run`, a resume started from here) shows up as it progresses. The only write is feedback,
-through `submit_feedback`, the same function the CLI uses; it is followed by a background `t2r resume`.
+process (`t2r run`, a resume started from here) shows up as it progresses. Every request that changes a file is a POST
+carrying the page's token from our own origin (`guard.Guard`): feedback, through `submit_feedback`, the same function
+the CLI uses, followed by a background `t2r resume`; Resume; and Export, which writes report.html. A GET never writes.
 """
 
 from __future__ import annotations
@@ -180,8 +181,17 @@ class Dashboard:
             media_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         return FileResponse(path, media_type=media_type, content_disposition_type="inline")
 
-    def export(self, request: Request) -> Response:
+    async def export(self, request: Request) -> Response:
+        body = await _read_limited(request, MAX_FORM_BYTES)
+        return await run_in_threadpool(self.handle_export, request, body)
+
+    def handle_export(self, request: Request, body: bytes | None) -> Response:
+        """The Export button: (re)write report.html, then show it. A POST from our page only: it writes a file."""
         store = self.store(request.path_params["run_id"])
+        fields = dict(parse_qsl((body or b"").decode("utf-8", errors="replace")))
+        refused = self.guard.problem(request, fields.get("csrf_token"))
+        if refused:
+            return self.page_error(store, 403, refused, None)
         path = export_html(store)
         return RedirectResponse(f"/runs/{quote(store.run_id)}/files/{quote(store.relative(path))}", status_code=303)
 
@@ -287,7 +297,7 @@ def create_app(runs_dir: Path, allowed_hosts: list[str] | None = None) -> Starle
         Route("/runs/{run_id}", dashboard.run_page),
         Route("/runs/{run_id}/fragment", dashboard.run_fragment),
         Route("/runs/{run_id}/status.json", dashboard.run_status),
-        Route("/runs/{run_id}/export", dashboard.export),
+        Route("/runs/{run_id}/export", dashboard.export, methods=["POST"]),
         Route("/runs/{run_id}/files/{path:path}", dashboard.run_file),
         Route("/runs/{run_id}/feedback", dashboard.feedback, methods=["POST"]),
         Route("/runs/{run_id}/resume", dashboard.resume, methods=["POST"]),

@@ -3,12 +3,19 @@
 Why `ast`: replies mix prose, several code blocks, helpers and imports. Parsing each block tells
 us which one really defines `compute_dense_reward` at module level and which names it needs from
 the others; a regex over the last `def` cannot.
+
+Why no backtracking pattern over a reply: the reply is the model's text, read in the parent before any jail is
+involved, so every pass over it is linear in its length (fences and thinking blocks are found by scanning, the few
+patterns left cannot backtrack more than a line's leading whitespace), a reply over `MAX_REPLY_CHARS` is refused with
+that reason before any pass and an answer over `MAX_ANSWER_CHARS` (its thinking left out) before it is parsed (a line
+of "```" and 12,000 spaces once cost about twenty minutes of CPU; 1.4 MB of unclosed `<think>` tags, twelve).
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import re
 import textwrap
 from collections.abc import Iterable, Sequence
@@ -42,9 +49,16 @@ class Extraction:
         return self.code is not None and self.error is None
 
 
-_FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*?)[ \t]*$")
+MAX_REPLY_CHARS = 2_000_000
+"""The longest reply read, its thinking included (about half a million tokens)."""
+MAX_ANSWER_CHARS = 100_000
+"""The longest answer read once its thinking is removed (about 25,000 tokens: a reward program is a few thousand
+characters). Reading dense code costs about 5 µs of the parent's CPU per character (198,000 characters of one-line
+statements: 1.0 s), so this bounds a reply's cost to about half a second."""
+
 _PYTHON_LABELS = frozenset({"", "python", "py", "python3", "py3", "numpy"})
-_THINKING = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
+_THINKING_TAG = re.compile(r"<(?P<close>/?)think(?:ing)?>", re.IGNORECASE)
+_ANY_CODE_LINE = re.compile(r"^[^\S\n]*(?:def|import|from)\s", re.MULTILINE)
 _CODE_START = re.compile(
     r"^(?:(?:import|from|def|class|async|if|elif|else|for|while|try|except|finally|with|return|raise|assert|pass|del|global)\b"
     r"|@|#|[)\]}]"
@@ -80,6 +94,11 @@ class _Block:
     tree: ast.Module | None
     syntax_error: SyntaxError | None
 
+    @functools.cached_property
+    def lines(self) -> list[str]:
+        """The source's lines, split once (a helper's source is cut from them)."""
+        return self.source.splitlines()
+
     def mentions(self, entry: _Entry) -> bool:
         return bool(entry.definition.search(self.source))
 
@@ -92,12 +111,35 @@ class _Block:
         return None
 
 
+def _parse(source: str) -> ast.Module:
+    """`ast.parse`, with what it raises on code nested too deeply (MemoryError, RecursionError) as a SyntaxError."""
+    try:
+        return ast.parse(source)
+    except (MemoryError, RecursionError):
+        raise SyntaxError("the code nests too deeply to be parsed; write it with fewer nested brackets and operators") from None
+
+
 def _parse_block(source: str) -> _Block:
     source = textwrap.dedent(source).strip("\n")
     try:
-        return _Block(source, ast.parse(source), None)
+        return _Block(source, _parse(source), None)
     except SyntaxError as exc:
         return _Block(source, None, exc)
+
+
+def _without_thinking(text: str) -> str:
+    """The reply without its `<think>...</think>` blocks (`<thinking>` too, any case), in one scan: each block runs
+    from an opening tag to the first closing tag after it; an opening tag never closed is kept with what follows it."""
+    kept: list[str] = []
+    start, opened = 0, None
+    for tag in _THINKING_TAG.finditer(text):
+        if opened is None and not tag["close"]:
+            opened = tag.start()
+        elif opened is not None and tag["close"]:
+            kept.append(text[start:opened])
+            start, opened = tag.end(), None
+    kept.append(text[start:])
+    return "".join(kept)
 
 
 def extract_code(reply_text: str | None, mode: str = "dense") -> Extraction:
@@ -106,7 +148,13 @@ def extract_code(reply_text: str | None, mode: str = "dense") -> Extraction:
     entry = _Entry.for_mode(mode)
     if reply_text is None:
         return Extraction(None, "no reply text came back (the request failed or returned nothing); nothing to extract", False)
-    text = _THINKING.sub("", reply_text).strip()
+    if len(reply_text) > MAX_REPLY_CHARS:
+        return Extraction(None, f"the reply is {len(reply_text):,} characters, over the {MAX_REPLY_CHARS:,} read; {entry.fix} "
+                          "and keep the rest short", False)
+    text = _without_thinking(reply_text).strip()
+    if len(text) > MAX_ANSWER_CHARS:
+        return Extraction(None, f"the reply's answer (its thinking left out) is {len(text):,} characters, over the "
+                          f"{MAX_ANSWER_CHARS:,} read; {entry.fix} and keep the rest short", False)
     if not text:
         return Extraction(None, f"the reply is empty; {entry.fix}", False)
     sources = _fenced_python_blocks(text)
@@ -128,7 +176,7 @@ def extract_code(reply_text: str | None, mode: str = "dense") -> Extraction:
         return Extraction(block.source + "\n", _misplaced_entry_message(block.tree, entry), True)
 
     defined = sorted({n.name for b in blocks if b.tree is not None for n in b.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))})
-    if not defined and not any(re.search(r"^\s*(?:def|import|from)\s", b.source, re.MULTILINE) for b in blocks):
+    if not defined and not any(_ANY_CODE_LINE.search(b.source) for b in blocks):
         return Extraction(None, f"the reply contains no Python code; {entry.fix}", False)
     seen = f" (it defines {', '.join(defined)})" if defined else ""
     return Extraction(None, f"the reply's code defines no {entry.signature}{seen}; {entry.fix}", False)
@@ -137,7 +185,7 @@ def extract_code(reply_text: str | None, mode: str = "dense") -> Extraction:
 def _checked(code: str, entry: _Entry) -> Extraction:
     """The final program must parse and pass the project's own entry-point check."""
     try:
-        tree = ast.parse(code)
+        tree = _parse(code)
     except SyntaxError as exc:  # only if merging produced something odd; report it, do not hide it
         return Extraction(code, _syntax_message(exc), True)
     try:
@@ -173,16 +221,16 @@ def _fenced_python_blocks(text: str) -> list[str]:
     lines = text.splitlines()
     index = 0
     while index < len(lines):
-        opening = _FENCE.match(lines[index])
+        opening = _fence(lines[index])
         if opening is None:
             index += 1
             continue
-        fence, label = opening["fence"], _fence_label(opening["info"])
+        fence, label = opening[0], _fence_label(opening[1])
         body: list[str] = []
         index += 1
         while index < len(lines):
-            closing = _FENCE.match(lines[index])
-            if closing and closing["fence"][0] == fence[0] and len(closing["fence"]) >= len(fence) and not closing["info"]:
+            closing = _fence(lines[index])
+            if closing and closing[0][0] == fence[0] and len(closing[0]) >= len(fence) and not closing[1]:
                 break
             body.append(lines[index])
             index += 1
@@ -190,6 +238,19 @@ def _fenced_python_blocks(text: str) -> list[str]:
         if label in _PYTHON_LABELS:
             blocks.append("\n".join(body))
     return blocks
+
+
+def _fence(line: str) -> tuple[str, str] | None:
+    """(fence, info) when `line` opens or closes a fence: spaces or tabs, three or more backticks or tildes, then an
+    info string with no backtick (trimmed of spaces and tabs); None otherwise. A scan, not a pattern: linear."""
+    rest = line.lstrip(" \t")
+    mark = rest[:1]
+    if mark not in ("`", "~"):
+        return None
+    length = len(rest) - len(rest.lstrip(mark))
+    if length < 3 or "`" in rest[length:]:
+        return None
+    return rest[:length], rest[length:].strip(" \t")
 
 
 def _fence_label(info: str) -> str:
@@ -205,7 +266,7 @@ def _bare_code_segments(text: str, entry: _Entry) -> list[str]:
     lines that break parsing are dropped only when that keeps any entry function intact.
     """
     try:
-        ast.parse(text)
+        _parse(text)
         return [text]
     except SyntaxError:
         pass
@@ -237,7 +298,7 @@ def _trim_trailing_prose(source: str, entry: _Entry) -> str:
     candidate = lines
     for _ in range(5):
         try:
-            ast.parse("\n".join(candidate))
+            _parse("\n".join(candidate))
         except SyntaxError as exc:
             last = min(exc.lineno or 0, len(candidate)) - 1
             cuts = [i for i in range(last, 0, -1) if candidate[i].strip() and not candidate[i][:1].isspace()]
@@ -305,7 +366,7 @@ def _free_names(statements: Sequence[ast.AST], enclosing: frozenset[str] = froze
 
 def _statement_source(block: _Block, node: ast.stmt) -> str:
     start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
-    return "\n".join(block.source.splitlines()[start - 1 : node.end_lineno])
+    return "\n".join(block.lines[start - 1 : node.end_lineno])
 
 
 def _merge_helpers(blocks: list[_Block], chosen: int, entry: _Entry) -> str:
@@ -324,9 +385,9 @@ def _merge_helpers(blocks: list[_Block], chosen: int, entry: _Entry) -> str:
     have = _bound_names(main.tree.body) | _BUILTINS
     needed = _free_names(main.tree.body) - have
     selected: dict[int, tuple[int, ast.stmt]] = {}
-    while needed:
+    while needed:  # each set operation is sized by one statement's names, never by all of them: linear in the reply
         name = needed.pop()
-        if name not in providers:
+        if name in have or name not in providers:
             continue
         index, node = providers[name]
         if id(node) in selected:
@@ -334,7 +395,6 @@ def _merge_helpers(blocks: list[_Block], chosen: int, entry: _Entry) -> str:
         selected[id(node)] = (index, node)
         have |= _bound_names([node])
         needed |= _free_names([node]) - have
-        needed -= have
 
     if not selected:
         return main.source + "\n"

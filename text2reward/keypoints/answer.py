@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -62,16 +61,22 @@ class KeypointAnswer:
         return {"points": [asdict(p) for p in self.points], "reason": self.reason}
 
 
-FENCED = re.compile(r"^```[a-zA-Z]*\s*\n(.*?)\n?```$", re.DOTALL)
+def _unfenced(body: str) -> str:
+    """The inside of a reply that is one fenced block (```json ... ```), else the reply. A scan, not a pattern: a
+    backtracking one cost quadratic time on a reply of blank lines after a fence."""
+    if not (body.startswith("```") and body.endswith("```")):
+        return body
+    label, newline, rest = body[3:].partition("\n")
+    word = label.rstrip()
+    if not newline or len(rest) < 3 or (word and not (word.isascii() and word.isalpha())):
+        return body
+    return rest[:-3].strip()
 
 
 def parse_answer(text: str, width: int, height: int, anchors: tuple[str, ...], wants_grasp: bool) -> KeypointAnswer:
     """The answer in `text`, checked against the image's size and the task's anchor names; KeypointReplyError
     (one line naming the problem and what is expected) otherwise."""
-    body = (text or "").strip()
-    fenced = FENCED.match(body)
-    if fenced:
-        body = fenced.group(1).strip()
+    body = _unfenced((text or "").strip())
     if not body.startswith("{"):
         raise KeypointReplyError("the reply is not a JSON object: answer with the JSON object alone (no prose around it)")
     try:

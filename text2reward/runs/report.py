@@ -3,15 +3,19 @@ the final comparison with the expert reward, and links to rollout videos; with a
 keypoints (picture, table, files), and any vision model's reading of keyframes, labelled as a model's opinion.
 
 Why markdown + PNG: readable in any editor, on GitHub, and convertible; the dashboard renders richer views.
+
+Everything a model or a reward wrote (code, component names, errors, a vision model's reading) is inert here
+(`text2reward.inert`): text in a line is escaped, text on several lines is fenced, and no control character or
+bidirectional override reaches the file raw, so a rendered report shows what was written and runs nothing.
 """
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 from typing import Any
 
 from policies.reward_modes import mode_report_text
+from text2reward.inert import markdown_block, markdown_inline, visible
 from text2reward.runs import layout
 from text2reward.runs.keypoint_record import (
     KEYPOINT_IMAGE,
@@ -81,15 +85,20 @@ def _plot_components(store: RunStore, best: Candidate) -> Path | None:
     fig, ax = plt.subplots(figsize=(6, 4))
     for name in names:
         points = [(e["steps"], e["components"][name]["mean"]) for e in history if name in e["components"]]
-        ax.plot(*zip(*points), marker=".", label=name)
+        ax.plot(*zip(*points), marker=".", label=_plain_label(name))
     ax.set(title=f"{best.id}: reward components (mean per window)", xlabel="env steps")
     ax.legend(fontsize=8)
     return _save(plt, fig, store.paths.components_plot)
 
 
+def _plain_label(name: str) -> str:
+    """A reward's name as matplotlib draws it: as text, never as maths (`$...$` would be parsed, and may not parse)."""
+    return visible(name).replace("$", r"\$")
+
+
 def _cell(text: str) -> str:
     """Text safe inside a markdown table cell (and as HTML, where a renderer passes HTML through)."""
-    return html.escape(" ".join(text.split()), quote=False).replace("|", "\\|") or "-"
+    return markdown_inline(text) or "-"
 
 
 def keypoint_section(store: RunStore, record: KeypointRecord) -> list[str]:
@@ -106,7 +115,7 @@ def keypoint_section(store: RunStore, record: KeypointRecord) -> list[str]:
         lines.append(f"| {_cell(p.name)} | {format_pixel(p.pixel)} | {format_metres(p.height)} | {x} | {y} | {z} | "
                      f"{_cell(p.anchor) if p.anchor else 'fixed (world point)'} |")
     if record.reason:
-        lines += ["", f"Reason given: {html.escape(record.reason, quote=False)}"]
+        lines += ["", f"Reason given: {markdown_inline(record.reason)}"]
     replies = [name for name in record.replies if (store.root / "keypoints" / name).is_file()]
     if replies:
         lines += ["", "Model replies (the last was used): " + ", ".join(f"[{name}](keypoints/{name})" for name in replies)]
@@ -128,7 +137,7 @@ def vision_analysis_lines(store: RunStore, candidate: Candidate) -> list[str]:
     if not answer:
         return []
     lines = ["", f"### What a vision model ({analysis.model or '?'}) saw in its keyframes", "",
-             VISION_NOTE, "", *(f"> {html.escape(line, quote=False)}".rstrip() for line in answer.splitlines())]
+             VISION_NOTE, "", *(f"> {markdown_inline(line)}".rstrip() for line in answer.splitlines())]
     if analysis.images:
         lines += ["", "Keyframes it was shown: " + ", ".join(f"[{i + 1}]({image})" for i, image in enumerate(analysis.images))]
     return lines
@@ -190,7 +199,7 @@ UNFINISHED = (RunStatus.INTERRUPTED, RunStatus.INCOMPLETE, RunStatus.RUNNING, Ru
 
 def status_lines(store: RunStore, header: RunHeader, status: RunStatus, reason: str | None, final: FinalSummary | None) -> list[str]:
     """The run's status, and for one that did not end what is still pending and the command that finishes it."""
-    lines = [f"- status: **{status.words}**" + (f": {reason}" if reason else "")]
+    lines = [f"- status: **{status.words}**" + (f": {markdown_inline(reason)}" if reason else "")]
     if status in UNFINISHED:
         pending = [c.id for c in store.candidates() if c.status.needs_training]
         todo = [f"rounds done {store.state().rounds_done} of {header.rounds}"]
@@ -218,7 +227,7 @@ def candidate_rows(candidates: list[Candidate]) -> list[str]:
                 f"delivered policy: the peak checkpoint at step {int(peak['steps']):,} (better than the final policy on the "
                 f"same episodes, {peak['only_peak']} against {peak['only_final']}, McNemar p = {float(peak['p_value']):.3f})")
         lines.append(f"| {c.id} | {c.status.value} | {_fmt(training.success_rate if training else None)} | "
-                     f"{_fmt(training.best_success_rate if training else None)} | {note} |")
+                     f"{_fmt(training.best_success_rate if training else None)} | {markdown_inline(note)} |")
     return lines
 
 
@@ -229,13 +238,13 @@ def best_section(store: RunStore, best: Candidate) -> list[str]:
     lines = ["", f"## Best reward: {best.id} (success {best.success:.2f})", ""]
     if best.rule_based:
         lines.append(f"*Written by {best.author}.*\n")
-    lines += ["```python", code.rstrip(), "```"]
+    lines += markdown_block(code, "python")
     if components:
         lines += ["", f"![reward components]({components.name})"]
     if best.video_file:
         lines += ["", f"Rollout video: [{best.video_file}]({best.video_file})"]
     if best.feedback_file:
-        lines += ["", "### What the trained policy did", "", store.read_text(best.feedback_file).strip()]
+        lines += ["", "### What the trained policy did", "", *markdown_block(store.read_text(best.feedback_file).strip())]
     return lines + vision_analysis_lines(store, best)
 
 
@@ -253,7 +262,7 @@ def final_section(store: RunStore, final: FinalSummary | None) -> list[str]:
         failures += [(kind, failed) for failed in arm.failed_seeds]
     if failures:
         lines += ["", "Seeds that did not finish training (each tried again when the cause was not the reward's own):", ""]
-        lines += [f"- {kind} seed {f.seed} ({f.attempts} attempt(s)): {' '.join(f.reason.split())}" for kind, f in failures]
+        lines += [f"- {kind} seed {f.seed} ({f.attempts} attempt(s)): {markdown_inline(f.reason)}" for kind, f in failures]
         lines += ["", f"`t2r resume {store.run_id} --runs-dir {store.runs_dir}` re-trains them."]
     return lines
 
@@ -286,5 +295,5 @@ def write_report(store: RunStore, status: RunStatus | None = None, reason: str |
     if best is not None:
         lines += best_section(store, best)
     lines += final_section(store, final)
-    store.write_text(layout.REPORT, "\n".join(lines) + "\n")
+    store.write_text(layout.REPORT, visible("\n".join(lines)) + "\n")  # no control character raw, whatever a line holds
     return store.paths.report

@@ -14,6 +14,8 @@ import json
 import re
 from typing import Any
 
+from text2reward.inert import stripped
+
 MAX_ERROR_CHARS = 4000
 MAX_COMPONENTS = 64
 """Component names per call, and distinct names per candidate over a validation or a training (a reward has a
@@ -39,17 +41,14 @@ assert max(ERROR_REPLY_BYTES, COMPONENT_REPLY_BYTES) < MAX_REPLY_BYTES
 MAX_INT_DIGITS = 18
 """Integers with more digits are read as floats (a 400-digit total becomes inf, then fails the finiteness check)."""
 
-_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
 
 class Malformed(ValueError):
     """The child's bytes do not follow the protocol."""
 
 
 def clean_text(text: object, limit: int = MAX_ERROR_CHARS) -> str:
-    """Terminal- and prompt-safe text: escape sequences and control characters removed, then cut."""
-    text = _UNSAFE.sub("", _ESCAPES.sub("", str(text)))
+    """Terminal- and prompt-safe text: escape sequences and control characters removed (`text2reward.inert`), then cut."""
+    text = stripped(text)
     if len(text) > limit:
         return text[:limit] + f"... ({len(text):,} characters)"
     return text
