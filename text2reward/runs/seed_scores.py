@@ -92,7 +92,7 @@ class SeedSpread:
 
     def text(self) -> str:
         """`success per seed 0.30 / 0.00 / 0.03 (seeds 0, 1000, 2000), pooled 0.11 (10 of 90 episodes, 95% interval
-        0.06-0.19); between seeds 0.00-0.30, standard deviation 0.14`."""
+        0.06-0.19); between seeds 0.00-0.30, standard deviation 0.13`."""
         per_seed = " / ".join(f"{r.rate:.2f}" for r in self.rates)
         return (f"success per seed {per_seed} (seeds {', '.join(str(s) for s in self.seeds)}), pooled {self.pooled.text()}; "
                 f"between seeds {self.low:.2f}-{self.high:.2f}, standard deviation {self.std:.2f}")
