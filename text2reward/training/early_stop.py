@@ -172,6 +172,10 @@ class EarlyStopper:
         """Job name -> its candidate; a job not named is a candidate of its own (one seed)."""
         self._judged: dict[str, set[int]] = {}
         """Per candidate, the rungs it was judged at (each once)."""
+        self._stopped: dict[str, StopDecision] = {}
+        """Candidates judged behind, and the decision each of their jobs is stopped with."""
+        self._told: set[str] = set()
+        """Jobs already given their stop."""
 
     def candidate(self, name: str) -> str:
         return self.groups.get(name, name)
@@ -204,15 +208,13 @@ class EarlyStopper:
 
     def decide(self, running: Sequence[str]) -> dict[str, StopDecision]:
         """Running jobs to stop now. A candidate is judged at a rung once, as soon as it and at least one other
-        candidate have both reached it (comparing their evaluations at the rung's step count, whenever that happens);
-        a stopped candidate's running jobs (its seeds) stop together."""
+        candidate have both reached it (comparing their evaluations at the rung's step count, whenever that happens).
+        A stopped candidate's running jobs (its seeds) stop together, each once it has reached the rung its candidate was
+        judged at (every seed has, for its pooled curve to reach a rung; a seed that already finished stays finished)."""
         curves = self.candidate_curves()
-        decisions: dict[str, StopDecision] = {}
-        stopped: dict[str, StopDecision] = {}
         for name in running:
             candidate = self.candidate(name)
-            if candidate in stopped:
-                decisions[name] = stopped[candidate]
+            if candidate in self._stopped:
                 continue
             curve = curves.get(candidate, [])
             judged = self._judged.setdefault(candidate, set())
@@ -224,9 +226,12 @@ class EarlyStopper:
                 judged.add(index)
                 behind = judge_at_rung(candidate, curves, steps, self.rule)
                 if behind is not None:
-                    decisions[name] = stopped[candidate] = StopDecision(index, steps, behind.reason, behind.leader)
+                    self._stopped[candidate] = StopDecision(index, steps, behind.reason, behind.leader)
                     break
-        for name in running:  # a seed listed before the one whose pooled curve decided
-            if self.candidate(name) in stopped:
-                decisions[name] = stopped[self.candidate(name)]
+        decisions: dict[str, StopDecision] = {}
+        for name in running:
+            decision = self._stopped.get(self.candidate(name))
+            if decision is not None and name not in self._told and reached(self.curves.get(name, []), decision.steps):
+                decisions[name] = decision
+                self._told.add(name)
         return decisions
