@@ -40,7 +40,7 @@ class TrainingPlan:
     device: str = "auto"
     n_envs: int = 1
     seeds: tuple[int, ...] = (0,)
-    """The seeds a candidate trains on; one today (each seed is its own job)."""
+    """This training's seed (one: a candidate on `--candidate-seeds S` is S jobs, each with its own plan and seed)."""
 
     def __post_init__(self) -> None:  # a read-only view: a frozen plan whose settings could still change is no plan
         object.__setattr__(self, "hyperparams", MappingProxyType(copy.deepcopy(dict(self.hyperparams))))

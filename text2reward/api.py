@@ -254,6 +254,7 @@ class SearchSettings(TypedDict, total=False):
     screen_threshold: float
     fix_attempts: int
     video: bool
+    candidate_seeds: int
     final_seeds: int
     compare_expert: bool
     success_threshold: float

@@ -54,7 +54,7 @@ from text2reward.settings import RunConfig, check_backend, check_run_config
 from text2reward.training.early_stop import EarlyStopper
 from text2reward.training.job import TRAIN_DIR, TrainJob
 from text2reward.training.pool import JobDisplay, JobOutcome
-from text2reward.training.results import final_arm, record_outcome
+from text2reward.training.results import final_arm, record_outcome, record_seed_outcomes
 from text2reward.training.session import JobSession
 from text2reward.tuning import tune_candidate
 
@@ -63,6 +63,12 @@ ROUND_ATTEMPTS = 2
 FINAL_ATTEMPTS = 3
 """A final-stage training that fails for a cause other than the reward's own (its process stopped or killed by the
 machine, a worker that died, a library error) is tried this many times in all before it is recorded as failed."""
+
+
+def seed_label(candidate_id: str, seed: int, seeds: int) -> str:
+    """A round job's label (bars, evaluation events, the early stopper's name for it): the candidate's id, and its seed
+    when the candidate trains on several."""
+    return candidate_id if seeds == 1 else f"{candidate_id} seed {seed}"
 
 
 def replies_used(store: RunStore) -> int:
@@ -244,33 +250,58 @@ class Loop:
                         component_names=candidate.validated_names if candidate is not None else None)
 
     def train_round(self, round_index: int) -> None:
+        """The round's pending candidates, each on the run's `--candidate-seeds` seeds (one job per seed; a candidate's
+        record is written once every seed has an outcome, its score pooled over them)."""
         pending = [c for c in self.store.candidates(round_index) if c.status.needs_training and c.code_file]
         if not pending:
             return
-        jobs = [self.job(self.store.paths.training_dir(round_index, c.sample), "code", self.store.root / str(c.code_file),
-                         self.config.seed, self.config.video, early_stop=True, candidate=c) for c in pending]
-        by_dir = {job.out_dir: candidate for job, candidate in zip(jobs, pending)}
+        seeds = self.config.candidate_seed_list()
+        planned = [(c, seed, self.job(self.store.paths.training_dir(round_index, c.sample, None if k == 0 else seed), "code",
+                                      self.store.root / str(c.code_file), seed, self.config.video and k == 0, early_stop=True, candidate=c))
+                   for c in pending for k, seed in enumerate(seeds)]
+        for _, seed, job in planned:
+            if seed != seeds[0]:
+                job.analysis_episodes = 0  # the feedback describes the first seed's policy; the others give their figures
+        by_dir = {job.out_dir: (candidate, seed) for candidate, seed, job in planned}
+        got: dict[str, dict[int, JobOutcome]] = {}
         self.emit(TrainingStarted(round_index, tuple(c.id for c in pending), self.config.workers))
 
         def on_done(outcome: JobOutcome) -> None:
-            candidate = self.store.write_candidate(record_outcome(by_dir[outcome.job.out_dir], outcome, self.store))
+            pending_candidate, seed = by_dir[outcome.job.out_dir]
+            if len(seeds) == 1:
+                recorded = record_outcome(pending_candidate, outcome, self.store)
+            else:
+                outcomes = got.setdefault(pending_candidate.id, {})
+                outcomes[seed] = outcome
+                if len(outcomes) < len(seeds):
+                    return
+                recorded = record_seed_outcomes(pending_candidate, [(s, outcomes[s]) for s in seeds], self.store)
+            candidate = self.store.write_candidate(recorded)
             for warning in candidate.warnings:
                 self.say(f"{candidate.id}: warning: {warning}")
             stopped = candidate.status == CandidateStatus.STOPPED_EARLY
             self.emit(CandidateStoppedEarly(candidate) if stopped else CandidateTrained(candidate))
 
-        # the round's jobs share one plan (the run's settings, the run's seed): the stopper judges by the workers' own
-        stopper = self.early_stopper(round_index, jobs[0].resolved_plan(self.task)) if self.config.early_stop else None
+        labelled = [(seed_label(c.id, seed, len(seeds)), job) for c, seed, job in planned]
+        # the round's jobs share one plan but their seed: the stopper judges by the workers' own, a candidate's seeds as one
+        stopper = self.early_stopper(round_index, planned[0][2].resolved_plan(self.task), len(seeds)) if self.config.early_stop else None
         # a candidate whose reward process the machine stopped or killed was not at fault: it trains once more
-        self.session.run_retrying([(c.id, job) for c, job in zip(pending, jobs)], ROUND_ATTEMPTS, on_done, stopper,
-                                  causes=(FailureCause.MACHINE,))
+        self.session.run_retrying(labelled, ROUND_ATTEMPTS, on_done, stopper, causes=(FailureCause.MACHINE,))
 
-    def early_stopper(self, round_index: int, plan: TrainingPlan) -> EarlyStopper:
-        """The round's early stopping, by the plan its jobs train by, primed with the curves of its candidates that
-        already trained (a resume)."""
-        stopper = EarlyStopper(plan.steps, plan.eval_freq)
-        for candidate in self.store.candidates(round_index):
-            if candidate.has_training:
+    def early_stopper(self, round_index: int, plan: TrainingPlan, seeds: int = 1) -> EarlyStopper:
+        """The round's early stopping, by the plan its jobs train by, each candidate's seeds pooled as one (their jobs
+        grouped by candidate), primed with the curves of its candidates that already trained (a resume)."""
+        candidates = self.store.candidates(round_index)
+        groups = {seed_label(c.id, seed, seeds): c.id for c in candidates for seed in self.config.candidate_seed_list()}
+        stopper = EarlyStopper(plan.steps, plan.eval_freq, groups=groups if seeds > 1 else None)
+        for candidate in candidates:
+            if not candidate.has_training:
+                continue
+            if candidate.seeds:
+                for run in candidate.seeds:
+                    if run.training is not None:
+                        stopper.observe(seed_label(candidate.id, run.seed, seeds), run.training.curve)
+            else:
                 stopper.observe(candidate.id, (candidate.training_result or {}).get("curve") or [])
         return stopper
 

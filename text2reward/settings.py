@@ -29,6 +29,10 @@ from text2reward.preflight import check_train_config
 from text2reward.runs.store import STOP_FILE
 from text2reward.training.executors import ExecutorSettings, ExecutorSpec, executor_spec, executor_specs
 
+CANDIDATE_SEED_STRIDE = 1000
+"""A candidate's seeds are the run's seed plus multiples of this: never one of the final comparison's seeds (seed + 1
+.. seed + final_seeds) and never another candidate seed's neighbour."""
+
 # --- option declarations ---------------------------------------------------------------------------------------
 
 
@@ -107,7 +111,7 @@ def _resolved_path(path: Path | None) -> str | None:
 
 # --- the settings ---------------------------------------------------------------------------------------------
 
-AT_LEAST = {"rounds": 1, "samples": 1, "workers": 1, "concurrency": 1, "final_seeds": 0, "few_shot": 0, "max_retries": 0,
+AT_LEAST = {"rounds": 1, "samples": 1, "workers": 1, "concurrency": 1, "candidate_seeds": 1, "final_seeds": 0, "few_shot": 0, "max_retries": 0,
             "fix_attempts": 0, "tune": 0}
 """The counts among the run's settings and the least each may be (None, where a setting allows it, is its default)."""
 BETWEEN = {"screen_threshold": (0.0, 1.0), "temperature": (0.0, 2.0)}
@@ -148,6 +152,11 @@ class RunConfig:
         "--screen-threshold", help="share of (success, failure) rollout pairs a reward must rank right"))
     fix_attempts: int = field(default=1, metadata=option("--fix-attempts", help="times a rejected reply goes back to the model with the error"))
     video: bool = field(default=True, metadata=option("--video/--no-video", help="film each trained candidate's rollout"))
+    candidate_seeds: int = field(default=1, metadata=option(
+        "--candidate-seeds", help="training seeds per candidate: its score is success pooled over them (S x the training)"))
+    """Each candidate of a round trains on this many seeds (`candidate_seed_list`), one job each; ranking, "best so far"
+    and the feedback read the success pooled over the seeds' episodes and state the spread between seeds
+    (runs/seed_scores.py). 1 until a default is chosen by measurement (issue 38)."""
     final_seeds: int = field(default=2, metadata=option("--final-seeds", help="seeds to re-train the best reward (and the expert) on"))
     compare_expert: bool = field(default=True, metadata=option(
         "--compare-expert/--no-compare-expert", help="train the expert reward on the same budget"))
@@ -228,6 +237,11 @@ class RunConfig:
         """The settings in config.json (the labels it also holds, and fields of a newer text2reward, are left out)."""
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+    def candidate_seed_list(self) -> list[int]:
+        """The seeds each round candidate trains on: the run's seed, then a stride of `CANDIDATE_SEED_STRIDE` (apart from
+        the final comparison's fresh seeds, seed + 1 ...)."""
+        return [self.seed + CANDIDATE_SEED_STRIDE * k for k in range(self.candidate_seeds)]
 
     def train_config(self, task_id: str, out_dir: Path, reward: str, seed: int, early_stop: bool = False) -> TrainConfig:
         """The training settings of one of this run's jobs: the one place run settings become training settings.

@@ -101,6 +101,26 @@ def test_a_finished_peer_leads_a_queued_candidate():
     assert "done's 0.90 (9 of 10 episodes" in decision.reason and decision.leader == "done"
 
 
+def test_a_candidates_seeds_are_judged_pooled_and_stopped_together():
+    """--candidate-seeds: a candidate's seeds are one curve (success over all their episodes) that reaches a rung when
+    every seed has; behind, all its running seeds stop, naming the candidate (not a seed) it trailed. One seed of the
+    leader that has not succeeded is not judged alone: its candidate's pooled curve has."""
+    groups = {"a seed 0": "a", "a seed 1000": "a", "b seed 0": "b", "b seed 1000": "b"}
+    stopper = EarlyStopper(budget=2000, eval_freq=250, groups=groups)  # rungs 500, 1000
+    for name, rate in (("b seed 0", 0.8), ("b seed 1000", 0.0), ("a seed 0", 0.0)):
+        for steps in (250, 500):
+            stopper.add_point(name, {"steps": steps, "success_rate": rate, "mean_native_return": -1.0, "episodes": 5})
+    assert stopper.decide(list(groups)) == {}  # a's second seed has not evaluated: a has not reached the rung
+    for steps in (250, 500):
+        stopper.add_point("a seed 1000", {"steps": steps, "success_rate": 0.0, "mean_native_return": -1.0, "episodes": 5})
+    decisions = stopper.decide(list(groups))
+    assert set(decisions) == {"a seed 0", "a seed 1000"}
+    assert all(d.leader == "b" and "0.40 (8 of 20 episodes" in d.reason and "0.00 (0 of 20 episodes" in d.reason
+               for d in decisions.values())
+    # b's second seed alone (0 of 10) trails a's pooled readings by nothing: b has succeeded, and is never stopped
+    assert stopper.decide(list(groups)) == {}
+
+
 def test_run_settings_turn_early_stopping_on_for_candidates_only(tmp_path):
     config = RunConfig(task_id="fetch/reach", success_threshold=0.8)
     candidate = config.train_config("fetch/reach", tmp_path / "job" / "train", "code", 0, early_stop=True)

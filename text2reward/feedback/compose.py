@@ -23,6 +23,7 @@ from sim_envs.task import Task
 from text2reward.feedback.reflection import reward_reflection
 from text2reward.feedback.trajectory import _label, describe_behaviour, episode_facts, trajectory_analysis
 from text2reward.runs.records import Candidate
+from text2reward.runs.seed_scores import seed_spread
 from text2reward.runs.statuses import FailureCause
 
 DIFF_LINES = 40
@@ -230,6 +231,30 @@ class CandidateSummary:
     """Why it did not train."""
     by_machine: bool = False
     """Its training was ended by the machine (its process stopped or killed from outside), not by its code."""
+    spread: str = ""
+    """Trained on several seeds: its per-seed success, pooled, and the spread between seeds (`seed_spread_text`)."""
+
+    def success_text(self) -> str:
+        assert self.success is not None
+        return self.spread or self.success.text()
+
+
+def seed_spread_text(candidate: Candidate) -> str:
+    """A candidate trained on several seeds, as the feedback states it: "success per seed 0.30 / 0.00 / 0.03 (seeds
+    ...), pooled 0.11 (10 of 90 episodes, 95% interval ...); between seeds 0.00-0.30, standard deviation 0.14"; "" for
+    one seed."""
+    spread = seed_spread(candidate)
+    return spread.text() if spread is not None else ""
+
+
+def seed_spread_section(candidate: Candidate) -> str:
+    """The feedback's opening lines on a reward trained on several seeds (what its score is, how much luck is in it);
+    "" for one seed."""
+    text = seed_spread_text(candidate)
+    if not text:
+        return ""
+    return (f"Seeds: this reward was trained on {len(candidate.seeds)} seeds, and its score pools them: {text}. The same "
+            "reward differs this much between training seeds alone; the analysis below describes its first seed's policy.")
 
 
 def candidate_summary(candidate: Candidate, code: str | None) -> CandidateSummary:
@@ -239,7 +264,8 @@ def candidate_summary(candidate: Candidate, code: str | None) -> CandidateSummar
         id=candidate.id, status=candidate.status.value, code=code,
         success=Rate.of(training.success_rate, training.episodes) if training is not None else None,
         facts=dict(candidate.facts), reason=candidate.reason or "",
-        by_machine=candidate.failure_cause in (FailureCause.MACHINE, FailureCause.INTERRUPTED))
+        by_machine=candidate.failure_cause in (FailureCause.MACHINE, FailureCause.INTERRUPTED),
+        spread=seed_spread_text(candidate) if training is not None else "")
 
 
 def _code_diff(winner: str, other: str) -> str:
@@ -257,7 +283,7 @@ def round_contrast(winner: CandidateSummary, others: Sequence[CandidateSummary],
     if not others:
         return ""
     assert winner.success is not None  # the best is a trained candidate
-    lines = [f"The best so far, {winner.id}: success {winner.success.text()}."]
+    lines = [f"The best so far, {winner.id}: {'' if winner.spread else 'success '}{winner.success_text()}."]
     if tied:
         lines.append(f"Tied with it within noise (95% intervals overlap): {', '.join(tied)}; it is shown as the best by "
                      f"the tie-break: {tie_break}.")
@@ -271,7 +297,7 @@ def round_contrast(winner: CandidateSummary, others: Sequence[CandidateSummary],
         else:
             relation = "tied with the best" if other.id in tied else (
                 "worse than the best beyond noise" if other.success.rate < winner.success.rate else "not behind the best")
-            lines.append(f"### {other.id}: success {other.success.text()}: {relation}")
+            lines.append(f"### {other.id}: {'' if other.spread else 'success '}{other.success_text()}: {relation}")
             separating = separating_facts(winner.facts, other.facts)
             if separating:
                 lines.append("What differed most from the best's rollouts: " + "; ".join(separating) + ".")

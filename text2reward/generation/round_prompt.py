@@ -15,7 +15,7 @@ from typing import Any
 from sim_envs.task import Task
 from text2reward.errors import ConfigError
 from text2reward.feedback import component_stats, vision_feedback_section
-from text2reward.feedback.compose import candidate_summary, round_contrast
+from text2reward.feedback.compose import candidate_summary, round_contrast, seed_spread_section
 from text2reward.generation import prompting
 from text2reward.runs.ranking import best_candidate, tie_summary
 from text2reward.runs.records import Candidate, PromptContext, RoundPrompt, ShownAnalysis
@@ -77,6 +77,9 @@ class RoundPrompts:
         and the previous round's other candidates beside it."""
         code = self.code(best)
         feedback = self.store.read_text(best.feedback_file) if best.feedback_file else ""
+        seeds = seed_spread_section(best)
+        if seeds:
+            feedback = (seeds + "\n\n" + feedback).strip()
         analysis = best.vision_analysis
         if analysis is not None:
             answer = self.store.read_text(analysis.file)

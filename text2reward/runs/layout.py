@@ -10,6 +10,7 @@ run's folder, never stored, so a moved run still opens.
       rounds/r<R>/prompt.json  replies.json  summary.json
       rounds/r<R>/s<S>/candidate.json  reply_<A>.md  reward_<A>.py  fix_prompt_<A>.json  vision_analysis.md
       rounds/r<R>/s<S>/training/          (the candidate's training job: job.json, done.json, train/, rollout.mp4 ...)
+      rounds/r<R>/s<S>/training-seed<N>/  (with --candidate-seeds S > 1: the job of each seed after the first)
       final/summary.json  final/<candidate>/seed<N>/  final/expert/seed<N>/
       tune/<candidate>/                    (its study, trials, and the tuned candidate's candidate.json)
     runs/index.sqlite  runs/cache/         (beside the runs: the index, and the reply and screening caches)
@@ -126,9 +127,11 @@ class RunLayout:
     def vision_answer(self, round_index: int, sample: int) -> Path:
         return self.candidate_dir(round_index, sample) / "vision_analysis.md"
 
-    def training_dir(self, round_index: int, sample: int) -> Path:
-        """A round candidate's training job folder."""
-        return self.candidate_dir(round_index, sample) / TRAINING
+    def training_dir(self, round_index: int, sample: int, seed: int | None = None) -> Path:
+        """A round candidate's training job folder: its first seed's (`seed` None), or another seed's (`--candidate-seeds`
+        S > 1: `training-seed<N>/` beside it, so a one-seed candidate and older runs keep `training/` as it was)."""
+        folder = TRAINING if seed is None else f"{TRAINING}-seed{seed}"
+        return self.candidate_dir(round_index, sample) / folder
 
     # --- the final comparison and tuning ---
     @property

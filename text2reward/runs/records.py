@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeGuard, TypeVar
 
+from policies.stats import Rate
 from text2reward.errors import ConfigError
 from text2reward.runs.statuses import CandidateStatus, FailureCause, RunStatus
 
@@ -155,6 +156,12 @@ def short_reason(text: str, width: int) -> str:
     return textwrap.shorten(" ".join(str(text).split()), width, placeholder=" ...") if text else ""
 
 
+def result_episodes(result: Mapping[str, Any]) -> int:
+    """How many episodes a result.json's final evaluation had (older results: their evaluation's, or 5)."""
+    return int(result.get("final_eval_episodes") or len((result.get("final_eval") or {}).get("episodes") or [])
+               or result.get("eval_episodes") or DEFAULT_EVAL_EPISODES)
+
+
 # --- a candidate's training ---------------------------------------------------------------------------------
 
 
@@ -191,8 +198,7 @@ class TrainingSummary:
     @classmethod
     def of_result(cls, result: Mapping[str, Any]) -> TrainingSummary:
         """A candidate's training figures, from its result.json (the loop's candidates and tuned ones alike)."""
-        episodes = (result.get("final_eval_episodes") or len((result.get("final_eval") or {}).get("episodes") or [])
-                    or result.get("eval_episodes") or DEFAULT_EVAL_EPISODES)
+        episodes = result_episodes(result)
         return cls(success_rate=float(result["success_rate"]), best_success_rate=float(result["best_success_rate"]),
                    mean_return=float(result["mean_return"]), mean_native_return=float(result["mean_native_return"]),
                    steps=int(result["steps"]), wall_seconds=float(result["wall_seconds"]),
@@ -284,6 +290,34 @@ class EarlyStop:
 
     def to_dict(self) -> Json:
         return _compact({"rung": self.rung, "steps": self.steps, "reason": self.reason, "leader": self.leader})
+
+
+@dataclass
+class SeedRun:
+    """One training seed of a candidate trained on several (`--candidate-seeds S`): which seed, its job folder, and its
+    own figures (success with its episodes, curve, native return), or why it did not train."""
+
+    seed: int
+    job: str
+    """The seed's job folder, relative to the run folder."""
+    training: TrainingSummary | None = None
+    """None when this seed did not train (`reason` says why)."""
+    stopped_early: bool = False
+    reason: str | None = None
+
+    @property
+    def success(self) -> float | None:
+        return self.training.success_rate if self.training is not None else None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], what: str = "a seed") -> SeedRun:
+        f = _Fields(data, what)
+        return cls(seed=f.whole("seed"), job=f.text("job", ""), training=f.record("training", TrainingSummary.from_dict),
+                   stopped_early=f.flag("stopped_early"), reason=f.opt_text("reason"))
+
+    def to_dict(self) -> Json:
+        return _compact({"seed": self.seed, "job": self.job, "training": self.training.to_dict() if self.training else None,
+                         "stopped_early": self.stopped_early or None, "reason": self.reason})
 
 
 @dataclass
@@ -432,6 +466,9 @@ class Candidate:
     """A tuned candidate: the id of the candidate whose constants were tuned."""
     tuned: TuningSummary | None = None
     vision_analysis: VisionAnalysis | None = None
+    seeds: list[SeedRun] = field(default_factory=list)
+    """Trained on several seeds (`--candidate-seeds S`, S > 1): each seed's own figures; `training` then holds the
+    pooled ones (runs/seed_scores.py). Empty for one seed, and in records older than this field."""
     extra: Json = field(default_factory=dict)
 
     @property
@@ -482,7 +519,8 @@ class Candidate:
             behaviour_text=f.text("behaviour_text", ""), facts=f.numbers("facts"), video_file=f.opt_text("video_file"),
             keyframes=f.texts("keyframes"), warnings=f.texts("warnings"), stopped_early=f.record("stopped_early", EarlyStop.from_dict),
             parent=f.opt_text("parent"), tuned=f.record("tuned", TuningSummary.from_dict),
-            vision_analysis=f.record("vision_analysis", VisionAnalysis.from_dict), extra=f.extra(cls),
+            vision_analysis=f.record("vision_analysis", VisionAnalysis.from_dict),
+            seeds=[SeedRun.from_dict(x, f"{what}, a seed") for x in f.items("seeds") if isinstance(x, dict)], extra=f.extra(cls),
         )
 
     def to_dict(self) -> Json:
@@ -497,6 +535,7 @@ class Candidate:
             "warnings": self.warnings or None, "stopped_early": self.stopped_early.to_dict() if self.stopped_early else None,
             "parent": self.parent, "tuned": self.tuned.to_dict() if self.tuned else None,
             "vision_analysis": self.vision_analysis.to_dict() if self.vision_analysis else None,
+            "seeds": [seed.to_dict() for seed in self.seeds] or None,
         }), "schema": SCHEMA_VERSION}
 
 
@@ -579,16 +618,32 @@ class FinalArm:
     std: float | None
     failed_seeds: list[FailedSeed] = field(default_factory=list)
     curves: list[list[Json]] = field(default_factory=list)
+    episodes: list[int] = field(default_factory=list)
+    """Each seed's final-evaluation episodes (in the order of `success_rates`); empty in older summaries."""
     extra: Json = field(default_factory=dict)
+
+    @property
+    def pooled(self) -> Rate | None:
+        """Success pooled over every seed's final-evaluation episodes, the statistic candidates are ranked on
+        (runs/seed_scores.py); None for an older summary that did not keep the episodes, or an arm with no seed."""
+        if not self.success_rates or len(self.episodes) != len(self.success_rates):
+            return None
+        rates = [Rate.of(rate, n) for rate, n in zip(self.success_rates, self.episodes)]
+        return Rate(sum(r.successes for r in rates), sum(r.episodes for r in rates))
 
     @classmethod
     def of(cls, results: list[Mapping[str, Any]], failed: list[FailedSeed]) -> FinalArm:
-        """The arm's statistics from its seeds' result.json: mean and population spread of the final success rates."""
+        """The arm's statistics from its seeds' result.json: success pooled over the seeds' episodes (`mean`, the same
+        statistic as a candidate's over its seeds) and the population spread of the per-seed rates (`std`)."""
         rates = [float(r["success_rate"]) for r in results]
-        mean = sum(rates) / len(rates) if rates else None
-        spread = (sum((r - mean) ** 2 for r in rates) / len(rates)) ** 0.5 if mean is not None else None
-        return cls(success_rates=rates, seeds=[int(r["seed"]) for r in results], mean=mean, std=spread, failed_seeds=failed,
-                   curves=[list(r["curve"]) for r in results])
+        episodes = [result_episodes(r) for r in results]
+        arm = cls(success_rates=rates, seeds=[int(r["seed"]) for r in results], mean=None, std=None, failed_seeds=failed,
+                  curves=[list(r["curve"]) for r in results], episodes=episodes)
+        pooled = arm.pooled
+        if pooled is not None:
+            arm.mean = pooled.rate
+            arm.std = (sum((r - sum(rates) / len(rates)) ** 2 for r in rates) / len(rates)) ** 0.5
+        return arm
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], what: str = "a final arm") -> FinalArm:
@@ -598,13 +653,14 @@ class FinalArm:
             failed = [FailedSeed(seed="?", reason=str(reason)) for reason in f.items("failures")]
         return cls(success_rates=[float(x) for x in f.items("success_rates")], seeds=[int(x) for x in f.items("seeds")],
                    mean=f.opt_number("mean"), std=f.opt_number("std"), failed_seeds=failed,
-                   curves=[list(c) for c in f.items("curves") if isinstance(c, list)], extra=f.extra(cls))
+                   curves=[list(c) for c in f.items("curves") if isinstance(c, list)],
+                   episodes=[int(x) for x in f.items("episodes")], extra=f.extra(cls))
 
     def to_dict(self) -> Json:
         extra = {k: v for k, v in self.extra.items() if k != "failures"}
         return {**extra, "success_rates": self.success_rates, "seeds": self.seeds, "mean": self.mean, "std": self.std,
                 "failures": [f.reason for f in self.failed_seeds], "failed_seeds": [f.to_dict() for f in self.failed_seeds],
-                "curves": self.curves}
+                "curves": self.curves, **({"episodes": self.episodes} if self.episodes else {})}
 
 
 @dataclass

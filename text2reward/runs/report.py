@@ -28,6 +28,7 @@ from text2reward.runs.keypoint_record import (
 )
 from text2reward.runs.ranking import best_candidate
 from text2reward.runs.records import Candidate, FinalSummary, RoundPrompt, RunHeader, component_history, short_reason
+from text2reward.runs.seed_scores import seed_spread
 from text2reward.runs.statuses import RunStatus
 from text2reward.runs.store import RunStore
 
@@ -226,6 +227,9 @@ def candidate_rows(candidates: list[Candidate]) -> list[str]:
             note = (note + "; " if note else "") + (
                 f"delivered policy: the peak checkpoint at step {int(peak['steps']):,} (better than the final policy on the "
                 f"same episodes, {peak['only_peak']} against {peak['only_final']}, McNemar p = {float(peak['p_value']):.3f})")
+        spread = seed_spread(c) if training is not None else None
+        if spread is not None:
+            note = (note + "; " if note else "") + spread.text()
         lines.append(f"| {c.id} | {c.status.value} | {_fmt(training.success_rate if training else None)} | "
                      f"{_fmt(training.best_success_rate if training else None)} | {markdown_inline(note)} |")
     return lines
@@ -238,6 +242,9 @@ def best_section(store: RunStore, best: Candidate) -> list[str]:
     lines = ["", f"## Best reward: {best.id} (success {best.success:.2f})", ""]
     if best.rule_based:
         lines.append(f"*Written by {best.author}.*\n")
+    spread = seed_spread(best)
+    if spread is not None:
+        lines.append(f"Over {len(best.seeds)} training seeds: {spread.text()}.\n")
     lines += markdown_block(code, "python")
     if components:
         lines += ["", f"![reward components]({components.name})"]
@@ -253,12 +260,13 @@ def final_section(store: RunStore, final: FinalSummary | None) -> list[str]:
         return []
     if final.best_candidate is None:
         return ["", f"No final comparison: {final.reason or ''}"]
-    lines = ["", "## Final comparison (re-trained from scratch on new seeds)", "", "| reward | success per seed | mean | std |",
-             "| --- | --- | --- | --- |"]
+    lines = ["", "## Final comparison (re-trained from scratch on new seeds)", "",
+             "| reward | success per seed | pooled over the seeds' episodes | std between seeds |", "| --- | --- | --- | --- |"]
     failures = []
     for kind, arm in final.arms():
         rates = ", ".join(f"{r:.2f}" for r in arm.success_rates) or "-"
-        lines.append(f"| {kind} | {rates} | {_fmt(arm.mean)} | {_fmt(arm.std)} |")
+        pooled = arm.pooled
+        lines.append(f"| {kind} | {rates} | {pooled.text() if pooled is not None else _fmt(arm.mean)} | {_fmt(arm.std)} |")
         failures += [(kind, failed) for failed in arm.failed_seeds]
     if failures:
         lines += ["", "Seeds that did not finish training (each tried again when the cause was not the reward's own):", ""]

@@ -77,13 +77,15 @@ def success_text(candidate: Candidate) -> str:
 
 def describe(candidate: Candidate) -> str:
     """A candidate's outcome in a few words: its success, where it stopped, or why it did not train."""
+    trained = [seed for seed in candidate.seeds if seed.training is not None]
+    per_seed = f" pooled over {len(trained)} seeds ({' / '.join(f'{s.training.success_rate:.2f}' for s in trained if s.training)})" if len(trained) > 1 else ""
     if candidate.status == CandidateStatus.TRAINED:
-        return f"success {success_text(candidate)}"
+        return f"success {success_text(candidate)}{per_seed}"
     if candidate.status == CandidateStatus.STOPPED_EARLY:
         stop = candidate.stopped_early
         steps = stop.steps if stop is not None and stop.steps is not None else "?"
         reason = short_reason(stop.reason, 100) if stop is not None else ""
-        return f"stopped early at {steps} steps, success {candidate.success:.2f} ({reason})"
+        return f"stopped early at {steps} steps, success {success_text(candidate)}{per_seed} ({reason})"
     numbers = f"; {candidate.failure_numbers}" if candidate.failure_numbers else ""
     return f"{candidate.status.value} ({short_reason(candidate.reason or '', 160)}{numbers}; in full in its candidate.json)"
 

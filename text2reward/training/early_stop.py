@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.stats import Rate
+from text2reward.runs.seed_scores import pooled_curve
 
 Curve = Sequence[Mapping[str, Any]]
 
@@ -154,14 +155,47 @@ def judge_at_rung(name: str, curves: Mapping[str, Curve], steps: int, rule: Earl
 
 
 class EarlyStopper:
-    """The pool's view of a round: each job's curve so far, and which rungs each running job has passed."""
+    """The pool's view of a round: each job's curve so far, and which rungs each running candidate has passed.
 
-    def __init__(self, budget: int, eval_freq: int, rule: EarlyStopRule | None = None):
+    A candidate trained on several seeds (`--candidate-seeds`) is several jobs, named to their candidate by `groups`;
+    it is judged as one: its seeds' curves pooled into one (`runs.seed_scores.pooled_curve`: a point where every seed
+    has evaluated, success over all the seeds' episodes, the seeds' mean native return), which reaches a rung when
+    every seed has, compared with the other candidates' pooled curves by the same rule; a stop stops all its running
+    seeds and names the candidate it trailed. Why pooled rather than each seed against the leader: the decision is then
+    about the reward (the statistic it is ranked on), on S times the episodes, and a candidate's seeds cannot be split."""
+
+    def __init__(self, budget: int, eval_freq: int, rule: EarlyStopRule | None = None, groups: Mapping[str, str] | None = None):
         self.rule = rule or EarlyStopRule()
         self.rungs = rung_steps(budget, eval_freq, self.rule)
         self.curves: dict[str, list[dict[str, Any]]] = {}
+        self.groups = dict(groups or {})
+        """Job name -> its candidate; a job not named is a candidate of its own (one seed)."""
         self._judged: dict[str, set[int]] = {}
-        """Per job, the rungs it was judged at (each once)."""
+        """Per candidate, the rungs it was judged at (each once)."""
+        self._stopped: dict[str, StopDecision] = {}
+        """Candidates judged behind, and the decision each of their jobs is stopped with."""
+        self._told: set[str] = set()
+        """Jobs already given their stop."""
+
+    def candidate(self, name: str) -> str:
+        return self.groups.get(name, name)
+
+    def candidate_curves(self) -> dict[str, list[dict[str, Any]]]:
+        """Each candidate's curve: its one job's, or its seeds' pooled (a candidate some of whose seeds have not
+        published yet has no points)."""
+        members: dict[str, list[str]] = {}
+        for name in [*self.groups, *self.curves]:
+            group = members.setdefault(self.candidate(name), [])
+            if name not in group:
+                group.append(name)
+        pooled: dict[str, list[dict[str, Any]]] = {}
+        for candidate, names in members.items():
+            if len(names) == 1:
+                if names[0] in self.curves:
+                    pooled[candidate] = self.curves[names[0]]
+            elif all(name in self.curves for name in names):
+                pooled[candidate] = pooled_curve([self.curves[name] for name in names])
+        return pooled
 
     def observe(self, name: str, curve: Curve) -> None:
         """A job's curve so far (a finished job's whole curve, or a running job's points as published)."""
@@ -173,20 +207,31 @@ class EarlyStopper:
             curve.append(dict(point))
 
     def decide(self, running: Sequence[str]) -> dict[str, StopDecision]:
-        """Running jobs to stop now. A job is judged at a rung once, as soon as it and at least one other job
-        have both reached it (comparing their evaluations at the rung's step count, whenever that happens)."""
-        decisions: dict[str, StopDecision] = {}
+        """Running jobs to stop now. A candidate is judged at a rung once, as soon as it and at least one other
+        candidate have both reached it (comparing their evaluations at the rung's step count, whenever that happens).
+        A stopped candidate's running jobs (its seeds) stop together, each once it has reached the rung its candidate was
+        judged at (every seed has, for its pooled curve to reach a rung; a seed that already finished stays finished)."""
+        curves = self.candidate_curves()
         for name in running:
-            curve = self.curves.get(name, [])
-            judged = self._judged.setdefault(name, set())
+            candidate = self.candidate(name)
+            if candidate in self._stopped:
+                continue
+            curve = curves.get(candidate, [])
+            judged = self._judged.setdefault(candidate, set())
             for index, steps in enumerate(self.rungs):
                 if index in judged or not reached(curve, steps):
                     continue
-                if not any(reached(other, steps) for peer, other in self.curves.items() if peer != name):
+                if not any(reached(other, steps) for peer, other in curves.items() if peer != candidate):
                     continue  # nobody to compare with yet: judged when a peer gets there
                 judged.add(index)
-                behind = judge_at_rung(name, self.curves, steps, self.rule)
+                behind = judge_at_rung(candidate, curves, steps, self.rule)
                 if behind is not None:
-                    decisions[name] = StopDecision(index, steps, behind.reason, behind.leader)
+                    self._stopped[candidate] = StopDecision(index, steps, behind.reason, behind.leader)
                     break
+        decisions: dict[str, StopDecision] = {}
+        for name in running:
+            decision = self._stopped.get(self.candidate(name))
+            if decision is not None and name not in self._told and reached(self.curves.get(name, []), decision.steps):
+                decisions[name] = decision
+                self._told.add(name)
         return decisions

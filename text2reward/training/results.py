@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from text2reward.runs.records import Candidate, EarlyStop, FailedSeed, FinalArm, TrainingSummary, kept_training_result
+from text2reward.runs.records import Candidate, EarlyStop, FailedSeed, FinalArm, SeedRun, TrainingSummary, kept_training_result
+from text2reward.runs.seed_scores import pooled_summary
 from text2reward.runs.statuses import CandidateStatus, FailureCause, StopKind
 from text2reward.runs.store import RunStore
 from text2reward.training.job import TrainJob
@@ -47,6 +48,42 @@ def record_outcome(candidate: Candidate, outcome: JobOutcome, store: RunStore) -
     candidate.warnings = [str(w) for w in record.get("warnings") or []]
     candidate.reason = candidate.failure_cause = candidate.failure_numbers = None
     candidate.stopped_early = EarlyStop.from_dict(stopped) if behind else None
+    return candidate
+
+
+def seed_run(seed: int, outcome: JobOutcome, store: RunStore) -> SeedRun:
+    """One seed's part of a candidate trained on several: its figures, or why it did not train."""
+    job = store.relative(Path(outcome.job.out_dir))
+    if not outcome.ok or outcome.record is None:
+        return SeedRun(seed=seed, job=job, reason=outcome.reason or "did not train")
+    result = outcome.record["result"]
+    behind = (result.get("stopped_early") or {}).get("kind") == StopKind.BEHIND
+    return SeedRun(seed=seed, job=job, training=TrainingSummary.of_result(result), stopped_early=behind)
+
+
+def record_seed_outcomes(candidate: Candidate, outcomes: list[tuple[int, JobOutcome]], store: RunStore) -> Candidate:
+    """A candidate trained on several seeds (`--candidate-seeds`), once every seed has an outcome: each seed's figures
+    in `seeds`, and its `training` pooled over the seeds that trained (runs/seed_scores.py). Its analysis, feedback,
+    video and curve for the reflection are its first trained seed's (the run's own seed, unless that one failed). A
+    seed cut short makes the candidate interrupted (a resume trains that seed; the others' done.json stand); no seed
+    trained is the first failure's status; a seed stopped as behind (the stopper stops a candidate's seeds together)
+    makes it stopped early; a seed that failed while others trained is a warning, and the score pools the others."""
+    seeds = [seed_run(seed, outcome, store) for seed, outcome in outcomes]
+    trained = [outcome for _, outcome in outcomes if outcome.ok and outcome.record is not None]
+    cut = next((outcome for _, outcome in outcomes if not outcome.ok and outcome.interrupted), None)
+    if cut is not None or not trained:
+        candidate = record_outcome(candidate, cut or next(o for _, o in outcomes if not o.ok), store)
+        candidate.seeds = seeds
+        return candidate
+    candidate = record_outcome(candidate, trained[0], store)
+    candidate.training = pooled_summary([seed.training for seed in seeds if seed.training is not None])
+    stopped = next((outcome for (_, outcome), seed in zip(outcomes, seeds) if seed.stopped_early), None)
+    if stopped is not None and stopped.record is not None:
+        candidate.status = CandidateStatus.STOPPED_EARLY
+        candidate.stopped_early = EarlyStop.from_dict(stopped.record["result"]["stopped_early"])
+    candidate.warnings += [f"seed {seed.seed} did not train ({seed.reason}); its score pools the other seeds"
+                           for seed in seeds if seed.training is None]
+    candidate.seeds = seeds
     return candidate
 
 
