@@ -141,7 +141,7 @@ def test_the_success_fraction_reports_every_window_where_the_test_held():
     text = reward_reflection(result)
     line = next(row for row in text.splitlines() if row.startswith("fraction of training steps meeting the success test"))
     assert "0.06" not in line.split("]")[0]  # the evenly spaced samples miss it...
-    assert "over all 30 windows of training it held in 1 (the windows ending at steps 25,000), at most in 0.06" in line  # ...not the line
+    assert "over all 30 windows of training it held in 1 (the window ending at step 25,000), at most in 0.06" in line  # ...not the line
     assert "evenly spaced" not in text
 
 

@@ -262,7 +262,8 @@ def success_windows(history: list[dict[str, Any]]) -> str:
         return f"over all {len(history)} windows of training it never held"
     top = max(held, key=lambda w: float(w.get("step_success", 0.0)))
     steps = ", ".join(f"{int(w.get('steps', 0)):,}" for w in held[:12]) + (f" and {len(held) - 12} more" if len(held) > 12 else "")
-    return (f"over all {len(history)} windows of training it held in {len(held)} (the windows ending at steps {steps}), "
+    windows = "the window ending at step" if len(held) == 1 else "the windows ending at steps"
+    return (f"over all {len(history)} windows of training it held in {len(held)} ({windows} {steps}), "
             f"at most in {_fmt(float(top['step_success']))} of a window's steps (at step {int(top.get('steps', 0)):,})")
 
 
