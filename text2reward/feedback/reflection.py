@@ -200,6 +200,7 @@ def _success_tips(data: dict[str, Any], curve: list[dict[str, Any]], during: int
     final = _final_rate(data, curve, during, final_episodes)
     if final is None:
         return []
+    curve = comparable_points(curve, during)  # the evaluations during training, without a final one appended to them
     successes = [float(p.get("success_rate", 0.0)) for p in curve]
     tips = []
     never = "the success test was never met, so the final stage was never reached"

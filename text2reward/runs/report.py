@@ -169,7 +169,7 @@ def _best_during(training: Any) -> str:
     """The best evaluation during training, with its episodes and interval; an all-zero curve has no peak to name."""
     if training is None:
         return "-"
-    curve = [p for p in training.curve if "success_rate" in p]
+    curve = [p for p in training.curve if "success_rate" in p and int(p.get("episodes") or training.eval_episodes) == training.eval_episodes]
     if not curve:
         return "-"
     top = max(curve, key=lambda p: float(p["success_rate"]))
