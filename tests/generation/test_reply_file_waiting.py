@@ -50,4 +50,4 @@ def test_a_run_waiting_for_two_replies_names_two_reply_files_and_its_round(tmp_p
     assert state.status == "waiting_for_replies" and state.replies_needed == 2
     assert state.round == 1, "state.json names the round that waits for replies"
     said = " ".join(first.stdout.split())
-    assert f"--reply-file REPLY1.md --reply-file REPLY2.md (one --reply-file per reply)" in said, said
+    assert "--reply-file REPLY1.md --reply-file REPLY2.md (one --reply-file per reply)" in said, said

@@ -20,8 +20,7 @@ import numpy as np
 
 from policies.stats import PAIRED_ALPHA, Rate, mcnemar_exact
 from sim_envs.task import Task
-from text2reward.feedback.reflection import reward_reflection
-from text2reward.feedback.reflection import reflection_tips
+from text2reward.feedback.reflection import reflection_tips, reward_reflection
 from text2reward.feedback.trajectory import PROGRESS_M, _label, describe_behaviour, episode_facts, progress_words, trajectory_analysis
 from text2reward.runs.records import Candidate
 from text2reward.runs.statuses import FailureCause
