@@ -187,7 +187,8 @@ class Loop:
         """Reply files ran out: write the prompt that needs answers and stop cleanly; a resume with new
         `--reply-file`s goes on from exactly here (finished stages are files, and are never redone)."""
         path = self.store.write_text(layout.PENDING_PROMPT, render_prompt(exc.request))
-        self.store.set_state(status=RunStatus.WAITING_FOR_REPLIES, pending_prompt=self.store.relative(path), replies_needed=exc.needed)
+        self.store.set_state(status=RunStatus.WAITING_FOR_REPLIES, pending_prompt=self.store.relative(path), replies_needed=exc.needed,
+                             round=exc.request.round)  # the round that waits, never the one the run was made in
         self.emit(WaitingForReplies(exc.needed, str(path)))
 
     # --- one round -------------------------------------------------------------------------------------------
@@ -195,6 +196,7 @@ class Loop:
         from_keypoints = round_index == 0 and self.config.source.first_round_is_keypoint_program
         author = None if from_keypoints else self.config.backend_spec.label(self.config.model)
         self.emit(RoundStarted(round_index, author, 1 if from_keypoints else self.config.samples))
+        self.store.set_state(round=round_index)
         prompt = self.prompts.prompt(round_index, self.keypoint_section(), from_keypoints)
         for sample, reply in enumerate(self.round_replies(round_index, prompt, from_keypoints)):
             self.checker.prepare(round_index, sample, reply)

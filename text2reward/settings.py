@@ -127,7 +127,7 @@ class RunConfig:
     model: str | None = field(default=None, metadata=option("--model", help="model name for --llm openai (or OPENAI_MODEL)"))
     base_url: str | None = field(default=None, metadata=option("--base-url", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)"))
     reply_files: list[str] = field(default_factory=list, metadata=option(
-        "--reply-file", help="reply files for --llm file (else stdin)", cli_type=Optional[list[Path]], to_setting=_paths))
+        "--reply-file", help="a reply file for --llm file (else stdin); repeat the flag, one file per sample", cli_type=Optional[list[Path]], to_setting=_paths))
     temperature: float = field(default=1.0, metadata=option("--temperature", help="sampling temperature of the model"))
     timeout: float | None = field(default=None, metadata=option(
         "--timeout", help="seconds to wait for one reply (default: 60, or 600 with --base-url)"))

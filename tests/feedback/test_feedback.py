@@ -102,7 +102,7 @@ def test_zero_success_and_rising_returns_are_flagged():
     hacked = train_result(lambda i: {"reach": 0.1 * i, "grasp": 0.05 * i}, lambda i: 0.0, lambda i: 10.0 + 5 * i)
     tips = " ".join(reflection_tips(hacked))
     assert "success rate was 0 at every evaluation" in tips and "final stage was never reached" in tips
-    assert "hacked" in tips and "rose from 10 to 120" in tips
+    assert "hacked" in tips and "rose from 10 (step 2,000) to a peak of 120 (step 24,000)" in tips
     flat = train_result(lambda i: {"reach": 0.1 * i, "grasp": 0.05 * i}, lambda i: 0.0, lambda i: 10.0)
     assert "hacked" not in " ".join(reflection_tips(flat))
 
@@ -118,7 +118,7 @@ def test_a_return_rise_within_the_evaluations_spread_is_not_called_hacking():
     noisy = " ".join(reflection_tips(with_spread(90.0)))
     assert "success rate was 0 at every evaluation" in noisy and "hacked" not in noisy
     steady = " ".join(reflection_tips(with_spread(5.0)))  # the same rise, 5 episodes agreeing within 5: beyond noise
-    assert "hacked" in steady and "rose from 113 to 13" in steady
+    assert "hacked" in steady and "rose from 113 (step 2,000) to a peak of 13" in steady
 
 
 def test_success_lost_at_the_end_is_flagged():

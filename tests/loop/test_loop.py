@@ -223,6 +223,7 @@ def test_the_feedback_prompt_of_a_two_candidate_round_shows_both(tmp_path):
     assert prompt.count("of 2 episodes, 95% interval") >= 2
     assert "```diff" in prompt and ("-    reach = float(np.exp(-10.0" in prompt or "+    reach = float(np.exp(-10.0" in prompt)
     assert "the final evaluation's first 2 episodes of 2 (reset seeds 10000-10001)" in prompt
+    assert "Each trained on the same budget (" in prompt and "Its own tips" in prompt  # issue 40: budget and the loser's tips
     if summary.tied:  # 2-episode evaluations almost always tie: the prompt says so and how the tie was broken
         assert summary.tied == [loser] and "Tied with it within noise" in prompt and summary.tie_break in prompt
     candidate = store.candidate(best)

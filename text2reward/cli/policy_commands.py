@@ -150,7 +150,7 @@ def train(
     remove_checkpoint(out)  # finished: nothing to resume
     final = Rate.of(result.success_rate, result.final_eval_episodes or result.eval_episodes)
     console.print(
-        f"success rate {final.text()} (best during training {result.best_success_rate:.2f}) after {result.steps:,} steps "
+        f"success rate {final.text()} ({best_during_training(result.curve, result.eval_episodes)}) after {result.steps:,} steps "
         f"in {format_seconds(result.wall_seconds)} ({result.steps_per_second:,.0f} steps/s, {result.device})",
         highlight=False, soft_wrap=True,
     )
@@ -296,3 +296,13 @@ class _EpisodeProgress:
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.stop()
+
+
+def best_during_training(curve: list[dict], episodes: int) -> str:
+    """The best evaluation during training with its episodes and interval; an all-zero curve has no best to name."""
+    curve = [p for p in curve if int(p.get("episodes") or episodes) == episodes]  # not the final evaluation appended to it
+    if not curve or max(float(p.get("success_rate", 0.0)) for p in curve) <= 0:
+        return f"no evaluation during training succeeded ({len(curve)} of {episodes} episodes each)"
+    top = max(curve, key=lambda p: float(p.get("success_rate", 0.0)))
+    rate = Rate.of(float(top["success_rate"]), int(top.get("episodes") or episodes))
+    return f"best during training {rate.text()} at step {int(top.get('steps', 0)):,}"

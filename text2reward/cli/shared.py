@@ -216,6 +216,13 @@ def print_event(event: RunEvent) -> None:
         say(event.text)
 
 
+def reply_file_flags(needed: int) -> str:
+    """One `--reply-file` per reply a run waits for (the flag repeats; one file per sample)."""
+    if needed <= 1:
+        return "--reply-file REPLY.md"
+    return " ".join(f"--reply-file REPLY{i}.md" for i in range(1, needed + 1)) + " (one --reply-file per reply)"
+
+
 def print_run_outcome(result: SearchResult) -> None:
     """The run's outcome; exit code 1 when nothing trained, so scripts never mistake it for success."""
     store = RunStore(result.run_dir)
@@ -225,7 +232,7 @@ def print_run_outcome(result: SearchResult) -> None:
         console.print(f"run {store.run_id}: waiting for {state.replies_needed or 1} reply(ies) to the prompt in {prompt}",
                       highlight=False, soft_wrap=True)
         console.print(f"paste it into a chat window (or `t2r prompt --run {store.run_id} --runs-dir {store.runs_dir}`), save "
-                      f"each reply to a file, then `t2r resume {store.run_id} --runs-dir {store.runs_dir} --reply-file REPLY.md`",
+                      f"each reply to a file, then `t2r resume {store.run_id} --runs-dir {store.runs_dir} {reply_file_flags(state.replies_needed or 1)}`",
                       highlight=False, soft_wrap=True)
         return
     if state.status == RunStatus.NO_RESULT:

@@ -20,8 +20,8 @@ import numpy as np
 
 from policies.stats import PAIRED_ALPHA, Rate, mcnemar_exact
 from sim_envs.task import Task
-from text2reward.feedback.reflection import reward_reflection
-from text2reward.feedback.trajectory import _label, describe_behaviour, episode_facts, trajectory_analysis
+from text2reward.feedback.reflection import reflection_tips, reward_reflection
+from text2reward.feedback.trajectory import PROGRESS_M, _label, describe_behaviour, episode_facts, progress_words, trajectory_analysis
 from text2reward.runs.records import Candidate
 from text2reward.runs.seed_scores import seed_spread
 from text2reward.runs.statuses import FailureCause
@@ -134,11 +134,20 @@ def mean_facts(task: Task, episodes: Sequence[Any]) -> dict[str, float]:
     values: dict[str, list[float]] = {}
     for episode in episodes:
         views = list(getattr(episode, "views", episode))
-        for key, value in episode_facts(views).items():
+        facts = episode_facts(views)
+        for key in ("object", "object2"):  # signed progress per episode: the contrast says how many ended nearer
+            if f"{key}_goal_start" in facts:
+                change = float(facts[f"{key}_goal_final"]) - float(facts[f"{key}_goal_start"])
+                facts[f"{key}_goal_closer"] = change < -PROGRESS_M
+                facts[f"{key}_goal_farther"] = change > PROGRESS_M
+        for key, value in facts.items():
             values.setdefault(key, []).append(float(value))
         if hasattr(episode, "success"):
             values.setdefault("success", []).append(float(bool(episode.success)))
-    return {key: float(np.mean(v)) for key, v in values.items()}
+    averaged = {key: float(np.mean(v)) for key, v in values.items()}
+    if episodes:
+        averaged["episodes"] = float(len(episodes))
+    return averaged
 
 
 def _fact_label(key: str) -> str:
@@ -152,7 +161,9 @@ def _fact_value(key: str, value: float, booleans: set[str]) -> str:
 
 
 YES_NO_FACTS = ("fell", "upside_down_at_end", "ended_early", "success")
-YES_NO_SUFFIXES = ("_moved", "_lifted", "_grasped", "_fell")
+YES_NO_SUFFIXES = ("_moved", "_lifted", "_grasped", "_fell", "_closer", "_farther")
+NOT_COMPARED = ("steps", "success", "episodes")
+"""Facts the contrast states on their own lines (or not at all), never among the separating ones."""
 
 
 def _boolean_keys(*fact_sets: dict[str, float]) -> set[str]:
@@ -166,7 +177,7 @@ def separating_facts(winner: dict[str, float], other: dict[str, float], count: i
     booleans = _boolean_keys(winner, other)
     scored = []
     for key in sorted(set(winner) & set(other)):
-        if key in ("steps", "success"):
+        if key in NOT_COMPARED or key.endswith(("_goal_closer", "_goal_farther")):
             continue
         a, b = winner[key], other[key]
         scale = 1.0 if key in booleans else max(abs(a), abs(b), 0.02)
@@ -208,7 +219,7 @@ def peak_section(task: Task, comparison: PeakComparison) -> str:
         booleans = _boolean_keys(at_peak, at_end)
         k = len(comparison.peak_episodes)
         lines.append(f"The same {k} analysed episode{'s' if k != 1 else ''}, averaged (peak checkpoint | final policy):")
-        for key in [k for k in at_peak if k in at_end and k != "steps"]:
+        for key in [k for k in at_peak if k in at_end and k not in ("steps", "episodes")]:
             lines.append(f"{_fact_label(key)}: {_fact_value(key, at_peak[key], booleans)} | {_fact_value(key, at_end[key], booleans)}")
     return "\n".join(lines)
 
@@ -231,6 +242,13 @@ class CandidateSummary:
     """Why it did not train."""
     by_machine: bool = False
     """Its training was ended by the machine (its process stopped or killed from outside), not by its code."""
+    steps: int | None = None
+    """The environment steps it trained for."""
+    stopped_early_at: int | None = None
+    """The step at which the run's early stopping ended its training (None: it trained its whole budget)."""
+    stop_reason: str = ""
+    tips: list[str] = field(default_factory=list)
+    """Its own reflection tips (`reflection_tips` of its training record)."""
     spread: str = ""
     """Trained on several seeds: its per-seed success, pooled, and the spread between seeds (`seed_spread_text`)."""
 
@@ -260,30 +278,88 @@ def seed_spread_section(candidate: Candidate) -> str:
 def candidate_summary(candidate: Candidate, code: str | None) -> CandidateSummary:
     """What the contrast shows of a candidate record (its code read by the caller, from the run folder)."""
     training = candidate.training if candidate.has_training else None
+    stop = candidate.stopped_early
     return CandidateSummary(
         id=candidate.id, status=candidate.status.value, code=code,
         success=Rate.of(training.success_rate, training.episodes) if training is not None else None,
         facts=dict(candidate.facts), reason=candidate.reason or "",
         by_machine=candidate.failure_cause in (FailureCause.MACHINE, FailureCause.INTERRUPTED),
+        steps=training.steps if training is not None else None,
+        stopped_early_at=(stop.steps or (training.steps if training is not None else None)) if stop is not None else None,
+        stop_reason=stop.reason if stop is not None else "",
+        tips=reflection_tips(candidate.training_result) if training is not None and candidate.training_result else [],
         spread=seed_spread_text(candidate) if training is not None else "")
 
 
-def _code_diff(winner: str, other: str) -> str:
+def _code_shown(winner: str, other: str) -> str:
+    """The other candidate's code, never cut: a diff against the best's when it is short, else the whole program."""
     diff = list(difflib.unified_diff(winner.splitlines(), other.splitlines(), "best", "this candidate", lineterm="", n=1))
     if not diff:
         return "(the same code as the best)"
-    if len(diff) > DIFF_LINES:
-        diff = [*diff[:DIFF_LINES], f"... ({len(diff) - DIFF_LINES} more diff lines)"]
-    return "\n".join(diff)
+    if len(diff) <= DIFF_LINES:
+        return "Its code as a diff against the best's:\n```diff\n" + "\n".join(diff) + "\n```"
+    return "Its whole program (it differs from the best's in many lines):\n```python\n" + other.rstrip("\n") + "\n```"
+
+
+def budget_line(winner: CandidateSummary, others: Sequence[CandidateSummary]) -> str:
+    """Whether the round's trained candidates had the same budget; an early stop is named with its step."""
+    trained = [c for c in (winner, *others) if c.success is not None]
+    stopped = [c for c in trained if c.stopped_early_at is not None]
+    steps = {c.steps for c in trained if c.steps is not None}
+    if not stopped and len(steps) <= 1:
+        return "Each trained on the same budget" + (f" ({steps.pop():,} steps)" if steps else "") + "."
+    parts = [f"{c.id} at step {c.stopped_early_at:,}" for c in stopped]
+    if stopped:
+        return (f"Not every candidate trained on the same budget: the run's early stopping ended "
+                f"{'; '.join(parts)}; compare its figures with that in mind.")
+    return "Not every candidate trained on the same budget: " + ", ".join(f"{c.id} {c.steps:,} steps" for c in trained if c.steps is not None) + "."
+
+
+def progress_from_facts(facts: dict[str, float]) -> str | None:
+    """Signed progress from averaged facts (`mean_facts`): toward or away from the goal, start and end distance, and
+    how many analysed episodes ended nearer or farther."""
+    if "object_goal_start" not in facts or "object_goal_final" not in facts:
+        return None
+    n = int(facts.get("episodes", 0))
+    start, final = facts["object_goal_start"], facts["object_goal_final"]
+    if n <= 0 or "object_goal_closer" not in facts:  # an older record: the averages only
+        return progress_words(start, final, 0, 0, 1).split(" (")[0]
+    return progress_words(start, final, round(facts["object_goal_closer"] * n), round(facts.get("object_goal_farther", 0.0) * n), n)
+
+
+def _lines_of(candidate: CandidateSummary, winner: CandidateSummary) -> list[str]:
+    """A trained candidate's facts beside the best's: its signed progress, the facts that differ most, its own tips."""
+    lines = []
+    progress, best_progress = progress_from_facts(candidate.facts), progress_from_facts(winner.facts)
+    if progress is not None:
+        lines.append(f"Progress toward the goal: this candidate {progress}" + (f"; the best {best_progress}." if best_progress else "."))
+    elif candidate.facts and any(k.startswith("object_") for k in candidate.facts):
+        lines.append("Progress toward the goal: this task gives the object no goal position, so displacements have no direction.")
+    separating = separating_facts(winner.facts, candidate.facts)
+    if separating:
+        lines.append("What differed most from the best's rollouts: " + "; ".join(separating) + ".")
+    if candidate.tips:
+        lines.append("Its own tips (from its training record):")
+        lines.extend(f"- {tip}" for tip in candidate.tips)
+    else:
+        lines.append("Its own tips: none fired on its training record.")
+    return lines
 
 
 def round_contrast(winner: CandidateSummary, others: Sequence[CandidateSummary], tied: Sequence[str], tie_break: str) -> str:
-    """Every other candidate of the round beside the best: success with intervals, whether it ties with the best,
-    the facts that differ most, and its code as a diff against the best's."""
+    """Every other candidate of the round beside the best: its budget, success with intervals, whether it ties with the
+    best, its signed progress and the facts that differ most, its own tips, and its code, never cut."""
     if not others:
         return ""
     assert winner.success is not None  # the best is a trained candidate
-    lines = [f"The best so far, {winner.id}: {'' if winner.spread else 'success '}{winner.success_text()}."]
+    lines = [budget_line(winner, others)]
+    best = f"The best so far, {winner.id}: {'' if winner.spread else 'success '}{winner.success_text()}"
+    if winner.stopped_early_at is not None:
+        best += f"; stopped early at step {winner.stopped_early_at:,}" + (f" ({winner.stop_reason})" if winner.stop_reason else "")
+    lines.append(best + ".")
+    progress = progress_from_facts(winner.facts)
+    if progress is not None:
+        lines.append(f"Progress toward the goal of the best: it {progress}.")
     if tied:
         lines.append(f"Tied with it within noise (95% intervals overlap): {', '.join(tied)}; it is shown as the best by "
                      f"the tie-break: {tie_break}.")
@@ -297,10 +373,11 @@ def round_contrast(winner: CandidateSummary, others: Sequence[CandidateSummary],
         else:
             relation = "tied with the best" if other.id in tied else (
                 "worse than the best beyond noise" if other.success.rate < winner.success.rate else "not behind the best")
-            lines.append(f"### {other.id}: {'' if other.spread else 'success '}{other.success_text()}: {relation}")
-            separating = separating_facts(winner.facts, other.facts)
-            if separating:
-                lines.append("What differed most from the best's rollouts: " + "; ".join(separating) + ".")
+            header = f"### {other.id}: {'' if other.spread else 'success '}{other.success_text()}: {relation}"
+            if other.stopped_early_at is not None:
+                header += f"; stopped early at step {other.stopped_early_at:,}" + (f" ({other.stop_reason})" if other.stop_reason else "")
+            lines.append(header)
+            lines.extend(_lines_of(other, winner))
         if other.code is not None:
-            lines.append("```diff\n" + _code_diff(winner.code or "", other.code) + "\n```")
+            lines.append(_code_shown(winner.code or "", other.code))
     return "\n".join(lines)

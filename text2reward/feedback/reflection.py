@@ -91,33 +91,48 @@ def _point_rate(point: dict[str, Any], episodes: int) -> Rate:
     return Rate.of(float(point.get("success_rate", 0.0)), int(point.get("episodes") or episodes))
 
 
+def comparable_points(curve: list[dict[str, Any]], episodes: int) -> list[dict[str, Any]]:
+    """The evaluations of the curve that ran as many episodes as its first: a trend is read on like with like (a
+    final evaluation of 30 episodes appended to 5-episode ones is never compared with them)."""
+    if not curve:
+        return []
+    count = int(curve[0].get("episodes") or episodes)
+    return [p for p in curve if int(p.get("episodes") or episodes) == count]
+
+
+def _noise(points: list[dict[str, Any]], series: list[dict[str, Any]], episodes: int) -> float:
+    """`NOISE_SIGMAS` standard errors of the difference between two evaluations' mean returns (from their spread of
+    episode returns, `std_return`); a curve that does not record it falls back on how much it jumps between evaluations."""
+    if all("std_return" in p for p in points):
+        errors = [float(p["std_return"]) / math.sqrt(max(int(p.get("episodes") or episodes), 1)) for p in points]
+        return NOISE_SIGMAS * math.hypot(*errors)
+    steps = np.diff([float(p.get("mean_return", 0.0)) for p in series])
+    return NOISE_SIGMAS * float(np.std(steps)) if len(steps) >= 2 else math.inf
+
+
 def return_rise(curve: list[dict[str, Any]], episodes: int) -> tuple[float, float]:
-    """(last minus first mean evaluation return, the noise it must exceed: `NOISE_SIGMAS` standard errors of that
-    difference). The standard errors come from each evaluation's spread of episode returns (`std_return`); a curve
-    that does not record it (older results) falls back on how much the curve jumps from one evaluation to the next."""
-    returns = [float(p.get("mean_return", 0.0)) for p in curve]
-    if len(returns) < 2:
+    """(the highest mean evaluation return minus the first, over evaluations of equal episode counts; the noise it must
+    exceed: `NOISE_SIGMAS` standard errors of that difference)."""
+    points = comparable_points(curve, episodes)
+    if len(points) < 2:
         return 0.0, math.inf
-    first, last = curve[0], curve[-1]
-    if "std_return" in first and "std_return" in last:
-        errors = [float(p["std_return"]) / math.sqrt(max(int(p.get("episodes") or episodes), 1)) for p in (first, last)]
-        noise = math.hypot(*errors)
-    else:
-        steps = np.diff(returns)
-        noise = float(np.std(steps)) if len(steps) >= 2 else math.inf
-    return returns[-1] - returns[0], NOISE_SIGMAS * noise
+    returns = [float(p.get("mean_return", 0.0)) for p in points]
+    top = int(np.argmax(returns[1:])) + 1
+    return returns[top] - returns[0], _noise([points[0], points[top]], points, episodes)
 
 
 def reflection_tips(train_result: Any) -> list[str]:
     """The usual ways a dense reward fails, detected from the training record; a tip about a change in success or
-    return fires only when the change is larger than the evaluations' noise."""
+    return fires only when the change is larger than the evaluations' noise, and compares evaluations of equal size."""
     data = _as_dict(train_result)
     stats = component_stats(data)
     curve = data.get("curve", [])
     during, final_episodes = evaluation_episodes(data)
     ever_succeeded = any(w.get("step_success", 0.0) > 0 for w in component_history(data)) or any(
-        float(p.get("success_rate", 0.0)) > 0 for p in curve)
-    return _constant_tips(stats, ever_succeeded) + _dominance_tips(stats) + _success_tips(data, curve, during, final_episodes)
+        float(p.get("success_rate", 0.0)) > 0 for p in curve) or float(data.get("success_rate", 0.0)) > 0
+    dominance = _dominance_tips(stats)
+    return (_constant_tips(stats, ever_succeeded) + dominance + ([] if dominance else _negligible_tips(stats))
+            + _success_tips(data, curve, during, final_episodes))
 
 
 def _constant_tips(stats: dict[str, dict[str, float]], ever_succeeded: bool) -> list[str]:
@@ -158,40 +173,99 @@ def _dominance_tips(stats: dict[str, dict[str, float]]) -> list[str]:
     return tips
 
 
+NEGLIGIBLE = 0.01
+"""A varying component below this share of the summed magnitudes barely moves the reward."""
+
+
+def _negligible_tips(stats: dict[str, dict[str, float]]) -> list[str]:
+    """A varying component far smaller than the others: whatever it rewards, the policy hardly feels it."""
+    varying = {name: abs(s["mean"]) for name, s in stats.items() if not _is_constant(s)}
+    magnitude = sum(varying.values())
+    if len(varying) < 2 or magnitude <= 0:
+        return []
+    return [f"'{name}' averaged {_fmt(stats[name]['mean'])} per step, {size / magnitude:.1%} of the summed magnitude of the "
+            "components: it barely moves the reward; scale it up if what it rewards matters for the task."
+            for name, size in varying.items() if size / magnitude < NEGLIGIBLE]
+
+
+def _final_rate(data: dict[str, Any], curve: list[dict[str, Any]], during: int, final_episodes: int) -> Rate | None:
+    if "success_rate" in data:
+        return Rate.of(float(data["success_rate"]), final_episodes)
+    return _point_rate(curve[-1], during) if curve else None
+
+
 def _success_tips(data: dict[str, Any], curve: list[dict[str, Any]], during: int, final_episodes: int) -> list[str]:
     """No success at any evaluation (and returns that rose anyway: the reward is being hacked), or a success that
     peaked and fell by more than the evaluations' noise."""
-    if not curve:
+    final = _final_rate(data, curve, during, final_episodes)
+    if final is None:
         return []
+    curve = comparable_points(curve, during)  # the evaluations during training, without a final one appended to them
     successes = [float(p.get("success_rate", 0.0)) for p in curve]
     tips = []
-    if max(successes) == 0.0:
-        tips.append(
-            "The success rate was 0 at every evaluation: the policy never completed the task, so the final "
-            "stage was never reached; reward progress towards it more clearly (intermediate stages, a larger "
-            "completion bonus) and check that the condition for the final stage can actually be met."
-        )
-        returns = [float(p.get("mean_return", 0.0)) for p in curve]
-        rise, noise = return_rise(curve, during)
-        if rise > 1e-6 + 0.1 * abs(returns[0]) and rise > noise:
+    never = "the success test was never met, so the final stage was never reached"
+    advice = ("reward progress towards it more clearly (intermediate stages, a larger completion bonus) and check that the "
+              "condition for the final stage can actually be met.")
+    if final.successes == 0 and max(successes, default=0.0) == 0.0:
+        where = f"at every evaluation during training ({len(curve)}) and at the final one ({final.text()})" if curve else f"at the final evaluation ({final.text()})"
+        tips.append(f"The success rate was 0 {where}: {never}; {advice}")
+    elif final.successes == 0:
+        top = int(np.argmax(successes))
+        tips.append(f"The final evaluation succeeded in none of its episodes ({final.text()}), though the evaluation at step "
+                    f"{int(curve[top].get('steps', 0)):,} reached {_point_rate(curve[top], during).text()}: the policy did "
+                    f"not keep what it found; {advice}")
+    elif curve and max(successes) == 0.0:
+        tips.append(f"Success was 0 at every evaluation during training ({len(curve)} of {during} episodes each) and only the "
+                    f"final evaluation saw any ({final.text()}): the policy is only beginning to complete the task; "
+                    f"{advice}")
+    tips += _hacking_tips(curve, during, final)
+    if max(successes, default=0.0) > 0:
+        peak_index = int(np.argmax(successes))
+        peak = _point_rate(curve[peak_index], during)
+        if peak.rate > final.rate and not peak.ties(final):
             tips.append(
-                f"Evaluation returns rose from {_fmt(returns[0])} to {_fmt(returns[-1])} (more than {NOISE_SIGMAS:g} "
-                f"standard errors, {_fmt(noise)}) while success stayed 0: the policy learns to collect reward without "
-                "doing the task (the reward is being hacked); find the component that grows and make sure it cannot "
-                "be earned without real progress."
+                f"Success peaked at {peak.text()} at step {int(curve[peak_index].get('steps', 0)):,} but ended at "
+                f"{final.text()}: beyond the evaluations' noise, the policy drifted away from the solution; make the reward "
+                "highest when the task is done (no terms that keep growing after success, no penalties that success "
+                "itself triggers)."
             )
-        return tips
-    peak_index = int(np.argmax(successes))
-    peak = _point_rate(curve[peak_index], during)
-    end = Rate.of(float(data.get("success_rate", successes[-1])), final_episodes) if "success_rate" in data else _point_rate(curve[-1], during)
-    if peak.rate > end.rate and not peak.ties(end):
-        tips.append(
-            f"Success peaked at {peak.text()} at step {int(curve[peak_index].get('steps', 0)):,} but ended at "
-            f"{end.text()}: beyond the evaluations' noise, the policy drifted away from the solution; make the reward "
-            "highest when the task is done (no terms that keep growing after success, no penalties that success "
-            "itself triggers)."
-        )
     return tips
+
+
+def _hacking_tips(curve: list[dict[str, Any]], during: int, final: Rate) -> list[str]:
+    """Returns that rose beyond noise (first evaluation to the curve's highest, equal episode counts) while success
+    did not rise beyond noise: the same test for every candidate, whatever one lucky evaluation said."""
+    points = comparable_points(curve, during)
+    rise, noise = return_rise(curve, during)
+    if len(points) < 2:
+        return []
+    returns = [float(p.get("mean_return", 0.0)) for p in points]
+    first = _point_rate(points[0], during)
+    success_rose = final.rate > first.rate and not final.ties(first)
+    if success_rose or not (rise > 1e-6 + 0.1 * abs(returns[0]) and rise > noise):
+        return []
+    top = int(np.argmax(returns[1:])) + 1
+    n = int(points[0].get("episodes") or during)
+    return [
+        f"Evaluation returns rose from {_fmt(returns[0])} (step {int(points[0].get('steps', 0)):,}) to a peak of "
+        f"{_fmt(returns[top])} (step {int(points[top].get('steps', 0)):,}) and ended at {_fmt(returns[-1])}, comparing the "
+        f"{len(points)} evaluations of {n} episodes each; the rise is more than {NOISE_SIGMAS:g} standard errors "
+        f"({_fmt(noise)}), while success did not rise beyond noise (first evaluation {first.text()}, final "
+        f"{final.text()}): the policy learns to collect reward without doing the task (the reward is being hacked); "
+        "find the component that grows and make sure it cannot be earned without real progress."
+    ]
+
+
+def success_windows(history: list[dict[str, Any]]) -> str:
+    """Where the success test held in training, over every window (the samples above can miss a short one)."""
+    held = [w for w in history if float(w.get("step_success", 0.0)) > 0]
+    if not held:
+        return f"over all {len(history)} windows of training it never held"
+    top = max(held, key=lambda w: float(w.get("step_success", 0.0)))
+    steps = ", ".join(f"{int(w.get('steps', 0)):,}" for w in held[:12]) + (f" and {len(held) - 12} more" if len(held) > 12 else "")
+    windows = "the window ending at step" if len(held) == 1 else "the windows ending at steps"
+    return (f"over all {len(history)} windows of training it held in {len(held)} ({windows} {steps}), "
+            f"at most in {_fmt(float(top['step_success']))} of a window's steps (at step {int(top.get('steps', 0)):,})")
 
 
 def reward_reflection(train_result: Any) -> str:
@@ -202,7 +276,7 @@ def reward_reflection(train_result: Any) -> str:
     lines = [
         f"Reward reflection: the policy trained for {int(data.get('steps', 0)):,} steps with this reward. "
         "Each component below is its mean per step over a window of training, sampled at up to "
-        f"{SAMPLES} evenly spaced points, then its min, mean and max over all of training."
+        f"{SAMPLES} points spread over training (the steps listed), then its min, mean and max over all of training."
     ]
     if history:
         picks = _sample_indices(len(history))
@@ -217,7 +291,8 @@ def reward_reflection(train_result: Any) -> str:
             )
         if any("step_success" in w for w in history):
             fractions = [float(history[i].get("step_success", 0.0)) for i in picks]
-            lines.append("fraction of training steps meeting the success test: [" + ", ".join(_fmt(f) for f in fractions) + "]")
+            lines.append("fraction of training steps meeting the success test: [" + ", ".join(_fmt(f) for f in fractions) + "]; "
+                         + success_windows(history))
     else:
         lines.append("(no reward components were recorded during training)")
     if curve:

@@ -20,6 +20,8 @@ MOVED_M = 0.02
 LIFTED_M = 0.015
 NEAR_M = 0.04
 FELL_M = 0.05
+PROGRESS_M = 0.005
+"""A change in distance to the goal smaller than this is neither nearer nor farther (the simulator's jitter)."""
 ANT_LEGS = ("front_left", "back_left", "back_right", "front_right")
 
 
@@ -165,7 +167,9 @@ LABELS: dict[str, str] = {
     "object_goal_final": "object-to-goal distance at the end (m)",
     "object_moved": f"object moved (> {MOVED_M * 100:.0f} cm)",
     "object_lifted": f"object lifted (> {LIFTED_M * 100:.1f} cm above its start)",
-    "object_grasped": "object grasped (gripper closed within 4 cm of it)",
+    "object_grasped": "gripper closed within 4 cm of the object (a grasp only where it was also lifted)",
+    "object_goal_closer": "object ended nearer the goal than it started",
+    "object_goal_farther": "object ended farther from the goal than it started",
     "object_fell": "object fell (more than 5 cm below the table or its start)",
     "forward_distance": "distance travelled forward, +x (m)",
     "sideways_distance": "distance travelled sideways, +y (m)",
@@ -215,6 +219,44 @@ def _aggregate(facts: list[dict[str, Any]], key: str) -> tuple[list[float], list
     return [v for v in values if not isinstance(v, bool)], [v for v in values if isinstance(v, bool)]
 
 
+def goal_progress(starts: Sequence[float], finals: Sequence[float], noun: str = "the object") -> str:
+    """Signed progress: how far `noun` went toward or away from its goal, start and end distance (averaged), and
+    how many episodes ended nearer, farther or level (within `PROGRESS_M`)."""
+    changes = [f - s for s, f in zip(starts, finals)]
+    return progress_words(float(np.mean(starts)), float(np.mean(finals)), sum(c < -PROGRESS_M for c in changes),
+                          sum(c > PROGRESS_M for c in changes), len(changes), noun)
+
+
+def progress_words(start: float, final: float, closer: int, farther: int, n: int, noun: str = "the object") -> str:
+    """"moved the object 0.030 m away from the goal: 0.260 -> 0.290 m (3 of 3 episodes farther)"."""
+    counts = [f"{closer} of {n} episode{'s' if n != 1 else ''} nearer"] if closer else []
+    counts += [f"{farther} of {n} episode{'s' if n != 1 else ''} farther"] if farther else []
+    level = n - closer - farther
+    counts += [f"{level} of {n} within {PROGRESS_M * 1000:.0f} mm of their start distance"] if level else []
+    change = final - start
+    if change < -PROGRESS_M:
+        moved = f"moved {noun} {abs(change):.3f} m toward the goal"
+    elif change > PROGRESS_M:
+        moved = f"moved {noun} {change:.3f} m away from the goal"
+    else:
+        moved = f"left {noun} as far from the goal as it started (change {change:+.3f} m)"
+    average = " on average" if n > 1 else ""
+    return f"{moved}: {start:.3f} -> {final:.3f} m{average} ({', '.join(counts)})"
+
+
+def _progress_line(facts: list[dict[str, Any]], key: str) -> str | None:
+    """The signed progress of `key` (object, object2), or that the task gives it no goal to progress to."""
+    noun = "the second object" if key == "object2" else "the object"
+    with_goal = [f for f in facts if f"{key}_goal_start" in f]
+    if with_goal:
+        return "progress toward the goal: " + goal_progress([f[f"{key}_goal_start"] for f in with_goal],
+                                                             [f[f"{key}_goal_final"] for f in with_goal], noun)
+    if any(f"{key}_max_displacement" in f for f in facts):
+        return (f"progress toward the goal: this task gives {noun} no goal position, so its displacement has no direction "
+                "toward or away from one")
+    return None
+
+
 def trajectory_analysis(task: Task, episodes: Sequence[Any], successes: Sequence[bool] | None = None,
                         title: str | None = None) -> str:
     """What the rollouts did, in numbers: one line per quantity, averaged over episodes.
@@ -238,6 +280,10 @@ def trajectory_analysis(task: Task, episodes: Sequence[Any], successes: Sequence
     for f in facts:
         keys.extend(k for k in f if k not in keys)
     for key in keys:
+        if key.endswith("_final_displacement"):
+            progress = _progress_line(facts, key[: -len("_final_displacement")])
+        else:
+            progress = None
         numbers, booleans = _aggregate(facts, key)
         if key == "ended_early" and not any(booleans):
             continue  # every episode ran to the time limit: nothing to say
@@ -249,6 +295,8 @@ def trajectory_analysis(task: Task, episodes: Sequence[Any], successes: Sequence
             if len(numbers) > 1:
                 text += f" on average (min {min(numbers):.{digits}f}, max {max(numbers):.{digits}f})"
             lines.append(text)
+        if progress is not None:
+            lines.append(progress)
     return "\n".join(lines)
 
 
@@ -326,13 +374,11 @@ def _manipulation_sentences(facts: list[dict[str, Any]]) -> list[str]:
         grasped, fell = _count(facts, "object_grasped"), _count(facts, "object_fell")
         parts.append(
             f"The object moved in {moved} of {n} (by up to {_cm(max(f['object_max_displacement'] for f in facts))}), "
-            f"was grasped in {grasped}, lifted in {lifted} and fell in {fell}."
+            f"the gripper closed within {NEAR_M * 100:.0f} cm of it in {grasped}, it was lifted in {lifted} and fell in {fell}."
         )
-        if "object_goal_start" in facts[0]:
-            parts.append(
-                f"It started {_cm(_mean(facts, 'object_goal_start'))} from the goal and ended "
-                f"{_cm(_mean(facts, 'object_goal_final'))} from it on average."
-            )
+        progress = _progress_line(facts, "object")
+        if progress is not None:
+            parts.append("Progress toward the goal: " + progress[len("progress toward the goal: "):] + ".")
     if "gripper_goal_start" in facts[0]:
         parts.append(
             f"The gripper started {_cm(_mean(facts, 'gripper_goal_start'))} from the goal, came within "

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from policies.reward_modes import mode_report_text
+from policies.stats import Rate
 from text2reward.inert import markdown_block, markdown_inline, visible
 from text2reward.runs import layout
 from text2reward.runs.keypoint_record import (
@@ -169,6 +170,25 @@ def _fmt(value: Any) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _final_success(training: Any) -> str:
+    """The final evaluation's success with its episode count and interval."""
+    return "-" if training is None else Rate.of(training.success_rate, training.episodes).text()
+
+
+def _best_during(training: Any) -> str:
+    """The best evaluation during training, with its episodes and interval; an all-zero curve has no peak to name."""
+    if training is None:
+        return "-"
+    curve = [p for p in training.curve if "success_rate" in p and int(p.get("episodes") or training.eval_episodes) == training.eval_episodes]
+    if not curve:
+        return "-"
+    top = max(curve, key=lambda p: float(p["success_rate"]))
+    if float(top["success_rate"]) <= 0:
+        return f"never above 0 ({len(curve)} evaluations of {training.eval_episodes} episodes)"
+    rate = Rate.of(float(top["success_rate"]), int(top.get("episodes") or training.eval_episodes))
+    return f"{rate.text()} at step {int(top.get('steps', 0)):,}"
+
+
 def tuning_note(candidate: Candidate) -> str:
     """One line on how a tuned candidate was found."""
     tuned = candidate.tuned
@@ -219,7 +239,8 @@ def candidate_rows(candidates: list[Candidate]) -> list[str]:
     for c in candidates:
         note = short_reason(c.reason.splitlines()[0], 160) if c.reason else ""
         if c.stopped_early is not None:
-            note = short_reason(f"stopped at {c.stopped_early.steps} steps: {c.stopped_early.reason}", 160)
+            at = f"{c.stopped_early.steps:,}" if c.stopped_early.steps is not None else "an early"
+            note = short_reason(f"stopped early at step {at}: {c.stopped_early.reason}", 160)
         if c.parent:
             note = f"constants of {c.parent} tuned: {tuning_note(c)}"
         training = c.training
@@ -230,8 +251,7 @@ def candidate_rows(candidates: list[Candidate]) -> list[str]:
         spread = seed_spread(c) if training is not None else None
         if spread is not None:
             note = (note + "; " if note else "") + spread.text()
-        lines.append(f"| {c.id} | {c.status.value} | {_fmt(training.success_rate if training else None)} | "
-                     f"{_fmt(training.best_success_rate if training else None)} | {markdown_inline(note)} |")
+        lines.append(f"| {c.id} | {c.status.value} | {_final_success(training)} | {_best_during(training)} | {markdown_inline(note)} |")
     return lines
 
 
@@ -239,7 +259,8 @@ def best_section(store: RunStore, best: Candidate) -> list[str]:
     """The best reward: its code, who wrote it, its components, video, what the policy did, a vision model's reading."""
     components = _plot_components(store, best)
     code = store.read_text(best.code_file) if best.code_file else ""
-    lines = ["", f"## Best reward: {best.id} (success {best.success:.2f})", ""]
+    success = _final_success(best.training) if best.training is not None else f"{best.success:.2f}"
+    lines = ["", f"## Best reward: {best.id} (success {success})", ""]
     if best.rule_based:
         lines.append(f"*Written by {best.author}.*\n")
     spread = seed_spread(best)
@@ -260,6 +281,8 @@ def final_section(store: RunStore, final: FinalSummary | None) -> list[str]:
         return []
     if final.best_candidate is None:
         return ["", f"No final comparison: {final.reason or ''}"]
+    if not final.arms() and not final.interrupted:
+        return ["", "No final comparison: the stage was skipped (no seeds to re-train on: `--final-seeds 0`)."]
     lines = ["", "## Final comparison (re-trained from scratch on new seeds)", "",
              "| reward | success per seed | pooled over the seeds' episodes | std between seeds |", "| --- | --- | --- | --- |"]
     failures = []
