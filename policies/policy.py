@@ -43,9 +43,9 @@ class Policy:
 
     def make_env(self, seed: int = 0) -> Any:
         """The task's environment as this policy reads it (judged by the task's own success test, `info["is_success"]`)."""
-        from policies.reward_program import SparseReward
-        from policies.task_env import make_task_env
-        from sim_envs import get_task
+        from policies.reward_program import SparseReward  # the env's stack (gymnasium, MuJoCo): only acting pays it
+        from policies.task_env import make_task_env  # as above
+        from sim_envs import get_task  # as above
 
         return make_task_env(get_task(self.task), SparseReward(), seed=seed, flatten=not self.her)
 
@@ -68,9 +68,9 @@ class Policy:
             with zipfile.ZipFile(path) as archive:
                 meta = json.loads(archive.read(META_MEMBER)) if META_MEMBER in archive.namelist() else None
             if meta is not None:
-                from stable_baselines3.common.buffers import DictReplayBuffer
+                from stable_baselines3.common.buffers import DictReplayBuffer  # torch and SB3: only loading a policy pays them
 
-                from policies.algorithms import algorithm_class
+                from policies.algorithms import algorithm_class  # as above
 
                 # a HER model rebuilds its buffer on load, which needs the training env; one that only acts needs neither
                 custom = {"replay_buffer_class": DictReplayBuffer, "replay_buffer_kwargs": {}} if meta.get("her") else None

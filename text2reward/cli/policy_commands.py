@@ -98,8 +98,8 @@ def train(
 
     A --reward FILE.py runs in the sandbox's jail, like model-written code, unless --trusted-reward. Ctrl-C stops it at
     the next step and keeps what it reached (result.json marked interrupted, a checkpoint): --resume OUT goes on."""
-    from policies.checkpoint import checkpoint_path, remove_checkpoint
-    from policies.interrupt import StopRequest, TrainingInterrupted
+    from policies.checkpoint import checkpoint_path, remove_checkpoint  # with the training's imports below: only this command
+    from policies.interrupt import StopRequest, TrainingInterrupted  # with the training's imports below: only this command
     from policies.train import RESULT_FILE  # SB3 and torch (~1.8 s): only the commands that train or load a policy pay them
     from policies.train import train as run_training
     from text2reward.api import reward_for_training  # the front door imports the loop: only this command needs it
