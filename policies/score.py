@@ -79,6 +79,17 @@ def progress_text(progress: float, se: float) -> str:
     return f"progress toward the success rule {progress:.2f} ± {se:.2f}"
 
 
+def progress_clause(progress: tuple[float, float] | None) -> str:
+    """`; progress toward the success rule 0.62 ± 0.05` after a success figure, or "" when it was not measured."""
+    return f"; {progress_text(*progress)}" if progress is not None else ""
+
+
+def result_progress(result: Mapping[str, Any]) -> tuple[float, float] | None:
+    """(mean, standard error) of a result's final progress, None when it has none (older results)."""
+    mean = result.get("mean_progress")
+    return (float(mean), float(result.get("progress_se") or 0.0)) if isinstance(mean, (int, float)) else None
+
+
 def score_of(curve: Sequence[Mapping[str, Any]], progress: float | None, progress_se: float | None = None) -> Score:
     """The score of a training curve and its final evaluation's progress (None: not measured)."""
     area, area_se = curve_area(curve)

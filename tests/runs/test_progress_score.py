@@ -106,3 +106,24 @@ def test_early_stopping_without_success_compares_progress_when_every_evaluation_
     old = {"a": flat(0.0, 100.0, None), "b": flat(0.0, 900.0, 0.3)}
     behind = judge_at_rung("a", old, 750, EarlyStopRule())
     assert behind is not None and behind.leader == "b" and "native return" in behind.reason
+
+
+def test_feedback_and_report_state_progress_with_its_noise():
+    from text2reward.feedback.compose import candidate_summary, round_contrast
+    from text2reward.feedback.reflection import reward_reflection
+    from text2reward.runs.report import candidate_rows
+
+    data = {"success_rate": 0.0, "final_eval_episodes": 30, "eval_episodes": 5, "mean_progress": 0.62, "progress_se": 0.05,
+            "curve": [{"steps": 100, "success_rate": 0.0, "mean_return": 1.0, "episodes": 5}],
+            "components": [{"steps": 100, "components": {"reach": {"mean": 1.0, "min": 0.0, "max": 2.0}}}]}
+    assert "final evaluation success: 0.00 (0 of 30 episodes, 95% interval 0.00-0.11); progress toward the success rule 0.62 ± 0.05" \
+        in reward_reflection(data)
+    del data["mean_progress"]
+    assert "final evaluation success: 0.00 (0 of 30 episodes, 95% interval 0.00-0.11)\n" in reward_reflection(data)
+    near, far = candidate(1, 0.0, native=1.0, progress=0.62), candidate(0, 0.0, native=1.0, progress=0.20)
+    text = round_contrast(candidate_summary(near, None), [candidate_summary(far, None)], [], TIE_BREAK)
+    assert "The best so far, r0-s1: success 0.00 (0 of 30 episodes, 95% interval 0.00-0.11); progress toward the success rule 0.62 ± 0.03." in text
+    assert "### r0-s0: success 0.00 (0 of 30 episodes, 95% interval 0.00-0.11); progress toward the success rule 0.20 ± 0.03:" in text
+    rows = candidate_rows([near, candidate(2, 0.0, native=1.0)])
+    assert "progress toward the success rule" in rows[3]
+    assert rows[5].startswith("| r0-s1 | trained | 0.00 | 0.00 | 0.62 ± 0.03 |") and rows[6].startswith("| r0-s2 | trained | 0.00 | 0.00 | - |")

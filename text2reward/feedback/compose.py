@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from policies.score import progress_clause
 from policies.stats import PAIRED_ALPHA, Rate, mcnemar_exact
 from sim_envs.task import Task
 from text2reward.feedback.reflection import reward_reflection
@@ -228,6 +229,8 @@ class CandidateSummary:
     """`mean_facts` of its analysed episodes (empty when not analysed)."""
     reason: str = ""
     """Why it did not train."""
+    progress: tuple[float, float] | None = None
+    """Its final progress toward the success rule (mean, standard error), when measured (policies.score)."""
     by_machine: bool = False
     """Its training was ended by the machine (its process stopped or killed from outside), not by its code."""
 
@@ -239,7 +242,8 @@ def candidate_summary(candidate: Candidate, code: str | None) -> CandidateSummar
         id=candidate.id, status=candidate.status.value, code=code,
         success=Rate.of(training.success_rate, training.episodes) if training is not None else None,
         facts=dict(candidate.facts), reason=candidate.reason or "",
-        by_machine=candidate.failure_cause in (FailureCause.MACHINE, FailureCause.INTERRUPTED))
+        by_machine=candidate.failure_cause in (FailureCause.MACHINE, FailureCause.INTERRUPTED),
+        progress=training.progress if training is not None else None)
 
 
 def _code_diff(winner: str, other: str) -> str:
@@ -257,7 +261,7 @@ def round_contrast(winner: CandidateSummary, others: Sequence[CandidateSummary],
     if not others:
         return ""
     assert winner.success is not None  # the best is a trained candidate
-    lines = [f"The best so far, {winner.id}: success {winner.success.text()}."]
+    lines = [f"The best so far, {winner.id}: success {winner.success.text()}{progress_clause(winner.progress)}."]
     if tied:
         lines.append(f"Tied with it within noise (95% intervals overlap): {', '.join(tied)}; it is shown as the best by "
                      f"the tie-break: {tie_break}.")
@@ -271,7 +275,7 @@ def round_contrast(winner: CandidateSummary, others: Sequence[CandidateSummary],
         else:
             relation = "tied with the best" if other.id in tied else (
                 "worse than the best beyond noise" if other.success.rate < winner.success.rate else "not behind the best")
-            lines.append(f"### {other.id}: success {other.success.text()}: {relation}")
+            lines.append(f"### {other.id}: success {other.success.text()}{progress_clause(other.progress)}: {relation}")
             separating = separating_facts(winner.facts, other.facts)
             if separating:
                 lines.append("What differed most from the best's rollouts: " + "; ".join(separating) + ".")

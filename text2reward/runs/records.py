@@ -225,7 +225,7 @@ class TrainingSummary:
 PROGRESS_KEYS = ("mean_progress", "progress_se")
 """The final evaluation's progress toward the success rule, in result.json since it was measured (policies.score)."""
 
-TRAINING_RESULT_KEYS = ("curve", "components", "success_rate", "eval_episodes", "final_eval_episodes")
+TRAINING_RESULT_KEYS = ("curve", "components", "success_rate", "eval_episodes", "final_eval_episodes", *PROGRESS_KEYS)
 """What a candidate keeps of its whole result.json: what the reflection and the early stopper read."""
 
 COMPONENT_STATS = ("mean", "min", "max")

@@ -204,8 +204,8 @@ def status_lines(store: RunStore, header: RunHeader, status: RunStatus, reason: 
 
 
 def candidate_rows(candidates: list[Candidate]) -> list[str]:
-    lines = ["", "## Candidates", "", "| candidate | status | success | best success during training | note |",
-             "| --- | --- | --- | --- | --- |"]
+    lines = ["", "## Candidates", "", "| candidate | status | success | best success during training | "
+             "progress toward the success rule | note |", "| --- | --- | --- | --- | --- | --- |"]
     for c in candidates:
         note = short_reason(c.reason.splitlines()[0], 160) if c.reason else ""
         if c.stopped_early is not None:
@@ -217,8 +217,10 @@ def candidate_rows(candidates: list[Candidate]) -> list[str]:
             note = (note + "; " if note else "") + (
                 f"delivered policy: the peak checkpoint at step {int(peak['steps']):,} (better than the final policy on the "
                 f"same episodes, {peak['only_peak']} against {peak['only_final']}, McNemar p = {float(peak['p_value']):.3f})")
+        progress = training.progress if training is not None else None
         lines.append(f"| {c.id} | {c.status.value} | {_fmt(training.success_rate if training else None)} | "
-                     f"{_fmt(training.best_success_rate if training else None)} | {note} |")
+                     f"{_fmt(training.best_success_rate if training else None)} | "
+                     f"{f'{progress[0]:.2f} ± {progress[1]:.2f}' if progress is not None else '-'} | {note} |")
     return lines
 
 
