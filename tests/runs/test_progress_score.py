@@ -127,3 +127,21 @@ def test_feedback_and_report_state_progress_with_its_noise():
     rows = candidate_rows([near, candidate(2, 0.0, native=1.0)])
     assert "progress toward the success rule" in rows[3]
     assert rows[5].startswith("| r0-s1 | trained | 0.00 | 0.00 | 0.62 ± 0.03 |") and rows[6].startswith("| r0-s2 | trained | 0.00 | 0.00 | - |")
+
+
+def test_a_delivered_peak_carries_its_own_progress(tmp_path):
+    """When the peak checkpoint becomes the candidate's policy, its progress on the final episodes is the one ranked;
+    the final policy's is kept beside its success."""
+    from text2reward.training.job import deliver_peak
+
+    (tmp_path / "model.zip").write_bytes(b"final policy")
+    (tmp_path / "peak_model.zip").write_bytes(b"peak policy")
+    result = {"success_rate": 0.3, "best_success_rate": 0.8, "mean_return": 1.0, "mean_native_return": 2.0, "steps": 30000,
+              "wall_seconds": 10.0, "steps_per_second": 3000.0, "curve": [], "final_eval_episodes": 30,
+              "model_path": str(tmp_path / "model.zip"), "mean_progress": 0.5, "progress_se": 0.04,
+              "peak": {"steps": 20000, "success_rate": 0.8, "episodes": 5, "model_path": str(tmp_path / "peak_model.zip")}}
+    deliver_peak(result, {"steps": 20000, "success_on_final_episodes": 0.6, "only_peak": 12, "only_final": 3,
+                          "p_value": 0.035, "delivered": True, "progress_on_final_episodes": [0.8, 0.03]}, tmp_path)
+    assert (result["mean_progress"], result["progress_se"]) == (0.8, 0.03)
+    assert result["final_policy"]["mean_progress"] == 0.5 and result["final_policy"]["progress_se"] == 0.04
+    assert TrainingSummary.of_result(result).progress == (0.8, 0.03)
