@@ -65,6 +65,14 @@ def test_every_builtin_rule_has_a_companion():
     assert not missing, f"rules without progress: {missing}"
 
 
+def _graded_whole(task: Any, view: Any) -> bool:
+    """Whether the rule's companion by itself (not capped by the predicate's verdict) reads 1: it must exactly where the
+    rule holds, or the two read different quantities or thresholds (off a strict threshold's exact equality)."""
+    grade = companion(task.success_rule.test)
+    assert grade is not None
+    return grade(view, **task.success_rule.constants) >= 1.0
+
+
 def _episode_progress(progress: list[float], mode: str) -> float:
     return max(progress) if mode == "any" else progress[-1]
 
@@ -82,6 +90,7 @@ def _wrapped_rollout(task: Any, act: Callable[[np.ndarray], np.ndarray]) -> tupl
             obs, _, _, _, info = env.step(act(obs))
             view = env.get_wrapper_attr("view")
             assert info["step_progress"] == (1.0 if info["step_success"] else min(task.success_rule.progress(view), BELOW_ONE))
+            assert _graded_whole(task, view) == task.success_rule(view), "the companion reads 1 exactly where its rule holds"
             progress.append(info["step_progress"])
             success.append(info["step_success"])
         return progress, success, info["progress"]
@@ -137,6 +146,7 @@ def _random_progress(task: Any, steps: int = 100) -> tuple[float, list[tuple[flo
             _, _, terminated, truncated, _ = env.step(env.action_space.sample())
             view = task.view(env, view)
             seen.append((task.success_rule.progress(view), task.success_rule(view)))
+            assert _graded_whole(task, view) == seen[-1][1], "the companion reads 1 exactly where its rule holds"
             if terminated or truncated:
                 break
         return _episode_progress([p for p, _ in seen], task.success_mode), seen
@@ -226,6 +236,7 @@ def test_a_state_the_rule_accepts_has_progress_one_and_random_actions_less(task_
     finally:
         env.close()
     assert task.success_rule(view), "the state set in the simulator meets the rule"
+    assert _graded_whole(task, view) and _graded_whole(task, first) == task.success_rule(first)
     assert task.success_rule.progress(view) == 1.0
     assert (before == 1.0) == task.success_rule(first) and 0.0 <= before <= 1.0
     random, seen = _random_progress(task)
