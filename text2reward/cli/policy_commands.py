@@ -230,9 +230,9 @@ def evaluate(
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:
-        progress = (f", {progress_text(result.mean_progress, result.progress_se or 0.0)}" if result.mean_progress is not None else "")
+        toward = (f", {progress_text(result.mean_progress, result.progress_se or 0.0)}" if result.mean_progress is not None else "")
         console.print(f"{task.id}: success rate {result.success_rate:.2f} over {episodes} episodes "
-                      f"(mean native return {result.mean_native_return:.1f}, mean length {result.mean_length:.0f}{progress})")
+                      f"(mean native return {result.mean_native_return:.1f}, mean length {result.mean_length:.0f}{toward})")
 
 
 @app.command(epilog="Example: t2r video --model runs/train/reach --episodes 2 --out reach.mp4")
