@@ -83,6 +83,13 @@ ENV_FIGURES = ("native", "step_success")
 """What a history entry holds from the environment itself, beside the reward's components."""
 
 
+def progress_fields(result: EvalResult) -> dict[str, float]:
+    """`{mean_progress, progress_se}` of an evaluation (policies.score), `{}` when its env did not measure progress."""
+    if result.mean_progress is None:
+        return {}
+    return {"mean_progress": result.mean_progress, "progress_se": float(result.progress_se or 0.0)}
+
+
 STOP_CHECK_EVERY = 32
 """Env steps between looks for a stop file (a stat, ~1 us): a stopped candidate frees its worker within
 a few seconds of the request, not at its next evaluation."""
@@ -163,6 +170,7 @@ class SuccessEvalCallback(BaseCallback):
             "mean_native_return": result.mean_native_return,
             "mean_length": result.mean_length,
             "episodes": len(result.episodes),
+            **progress_fields(result),
         }
         self.curve.append(point)
         if self.peak_model_path is not None and (self.peak is None or point["success_rate"] > self.peak["success_rate"]):

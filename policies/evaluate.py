@@ -13,6 +13,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from policies.score import mean_and_se
+
 Actor = Callable[[Any], np.ndarray]
 
 
@@ -25,6 +27,9 @@ class EpisodeStats:
     component_sums: dict[str, float]
     views: list[Any] = field(default_factory=list, repr=False)
     """The state view after reset and after every step, when recorded (for trajectory analysis)."""
+    progress: float | None = None
+    """How close the episode came to the task's success rule (`info["progress"]`: its best step for "any" tasks, its
+    last for "final" ones), in [0, 1], 1 exactly when it succeeded; None from an env that does not say."""
 
 
 EpisodeCallback = Callable[[int, EpisodeStats], None]
@@ -39,6 +44,10 @@ class EvalResult:
     mean_native_return: float
     mean_length: float
     episodes: list[EpisodeStats]
+    mean_progress: float | None = None
+    """The episodes' mean progress toward the success rule (policies.score); None when an episode did not say."""
+    progress_se: float | None = None
+    """The standard error of `mean_progress` over the episodes."""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -62,6 +71,7 @@ def run_episode(env: gym.Env, act: Actor, seed: int | None = None, record_views:
     total = native = 0.0
     sums: dict[str, float] = {}
     success, length, done = False, 0, False
+    progress: float | None = None
     while not done:
         obs, reward, terminated, truncated, info = env.step(act(obs))
         total += float(reward)
@@ -69,11 +79,12 @@ def run_episode(env: gym.Env, act: Actor, seed: int | None = None, record_views:
         for key, value in info["reward_components"].items():
             sums[key] = sums.get(key, 0.0) + value
         success = bool(info["is_success"])
+        progress = float(info["progress"]) if "progress" in info else None
         length += 1
         done = terminated or truncated
         if record_views:
             views.append(env.get_wrapper_attr("view"))
-    return EpisodeStats(success, length, total, native, sums, views)
+    return EpisodeStats(success, length, total, native, sums, views, progress)
 
 
 def evaluate(
@@ -85,6 +96,8 @@ def evaluate(
         if on_episode is not None:
             on_episode(i, stats[-1])
     returns = np.array([s.episode_return for s in stats])
+    progress = [s.progress for s in stats]
+    mean_progress, progress_se = mean_and_se([p for p in progress if p is not None]) if None not in progress else (None, None)
     return EvalResult(
         success_rate=float(np.mean([s.success for s in stats])),
         mean_return=float(returns.mean()),
@@ -92,4 +105,6 @@ def evaluate(
         mean_native_return=float(np.mean([s.native_return for s in stats])),
         mean_length=float(np.mean([s.length for s in stats])),
         episodes=stats,
+        mean_progress=mean_progress,
+        progress_se=progress_se,
     )

@@ -14,6 +14,7 @@ import numpy as np
 from policies.reward_modes import DEFAULT_GAMMA, wrap_for_mode
 from policies.reward_program import RewardFunction
 from sim_envs.errors import ConfigError
+from sim_envs.success_progress import BELOW_ONE
 from sim_envs.task import Task
 from sim_envs.view_base import StateView
 
@@ -25,6 +26,9 @@ class TaskRewardWrapper(gym.Wrapper):
     `step_success` (the task's predicate this step) and `is_success` (the episode's success so
     far: any step for success_mode "any", this step for "final"). The view's `task_success` is the
     step's success, so a reward's success bonus fires exactly when evaluation counts a success.
+    `step_progress` is how far this step's state is from the success rule (`SuccessRule.progress`, 1 exactly when
+    the step succeeds) and `progress` the episode's so far (the best step for "any", this step for "final"):
+    what ranks candidates when none succeeds (policies.score).
     """
 
     def __init__(self, env: gym.Env, task: Task, reward_fn: RewardFunction):
@@ -38,11 +42,14 @@ class TaskRewardWrapper(gym.Wrapper):
         self._read_view = task.read_view
         self._is_success = task.is_success
         self._success_any = task.success_mode == "any"
+        self._rule = task.success_rule
+        self._episode_progress = 0.0
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         self.view = self.task.view(self.env)  # no step yet, so no flag to read: task_success is the rule's verdict
         self._episode_success = False
+        self._episode_progress = 0.0
         info["is_success"] = False
         return obs, info
 
@@ -59,7 +66,20 @@ class TaskRewardWrapper(gym.Wrapper):
         info["reward_components"] = components
         info["step_success"] = step_success
         info["is_success"] = self._episode_success
+        step_progress = self._step_progress(view, step_success)
+        self._episode_progress = max(self._episode_progress, step_progress) if self._success_any else step_progress
+        info["step_progress"] = step_progress
+        info["progress"] = self._episode_progress
         return obs, total, terminated, truncated, info
+
+    def _step_progress(self, view: StateView, step_success: bool) -> float:
+        """1 when the judge counts this step a success; otherwise the rule's grade, kept below 1 (where the
+        simulator's flag and the rule disagree, the flag decides, as it does for success)."""
+        if step_success:
+            return 1.0
+        if self._rule is None:
+            return 0.0
+        return min(self._rule.progress(view), BELOW_ONE)
 
     def compute_reward(self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> np.ndarray:
         """The reward of steps that reached `achieved_goal` had the goal been `desired_goal` (batches of rows):

@@ -19,7 +19,7 @@ from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback,
 from stable_baselines3.common.env_util import make_vec_env
 
 from policies.algorithms import algorithm_class, cache_jax_compilations, configure_jax, get_algorithm, jax_gpu_count, use_jax_device
-from policies.callbacks import ComponentStatsCallback, SuccessEvalCallback
+from policies.callbacks import ComponentStatsCallback, SuccessEvalCallback, progress_fields
 from policies.checkpoint import Checkpoint, checkpoint_path
 from policies.config import TrainConfig
 from policies.evaluate import EvalResult, evaluate, model_actor
@@ -93,6 +93,10 @@ class TrainResult:
     resumed_from: list[int] = field(default_factory=list)
     """The step counts this training was resumed from after an interruption (policies.resume), in order; empty when it
     ran in one go. Absent in older results: empty."""
+    mean_progress: float | None = None
+    """The final evaluation's mean progress toward the task's success rule (policies.score); None in older results."""
+    progress_se: float | None = None
+    """Its standard error over the final evaluation's episodes."""
     checkpoints: dict[str, Any] | None = None
     """What its resume checkpoints cost in this attempt: {writes, seconds, max_seconds, bytes (the last one's size)};
     None when it wrote none (`t2r train`). `wall_seconds` includes them."""
@@ -374,6 +378,7 @@ def add_final_point(curve: list[dict[str, Any]], steps: int, final: EvalResult, 
             "mean_native_return": final.mean_native_return,
             "mean_length": final.mean_length,
             "episodes": len(final.episodes),
+            **progress_fields(final),
         }
     )
 
@@ -417,6 +422,8 @@ def training_result(task: Task, reward_fn: RewardFunction, config: TrainConfig, 
         her=params.her,
         resumed_from=hooks.resumed_from,
         checkpoints=hooks.resume.cost() if hooks.resume is not None else None,
+        mean_progress=final.mean_progress,
+        progress_se=final.progress_se,
     )
 
 

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from sim_envs.gymnasium_robotics_import import make_gymnasium_robotics_env
+from sim_envs.success_progress import mean_of, progress_of, reaching, within
 from sim_envs.success_rule import distance, rule
 from sim_envs.task import Task
 from sim_envs.view_base import StateView, attr, frozen
@@ -442,6 +443,28 @@ def pen_oriented(view: Any, DISTANCE: float, ALIGNMENT: float) -> bool:
 def ball_at_target(view: Any, DISTANCE: float) -> bool:
     """`obj.position` less than {DISTANCE} m from `goal_position`"""
     return distance(view.obj.position, view.goal_position) < DISTANCE
+
+
+@progress_of(door_open)
+def door_open_progress(view: Any, ANGLE: float) -> float:
+    return reaching(view.door.hinge_angle, ANGLE)
+
+
+@progress_of(nail_driven)
+def nail_driven_progress(view: Any, DISTANCE: float) -> float:
+    return within(distance(view.hammer.nail_position, view.goal_position), DISTANCE)
+
+
+@progress_of(pen_oriented)
+def pen_oriented_progress(view: Any, DISTANCE: float, ALIGNMENT: float) -> float:
+    # the alignment is a cosine: graded from -1 (pointing the opposite way) to ALIGNMENT
+    return mean_of([within(distance(view.obj.position, view.goal_position), DISTANCE),
+                    reaching(float(np.dot(view.pen.orientation, view.pen.goal_orientation)), ALIGNMENT, -1.0)])
+
+
+@progress_of(ball_at_target)
+def ball_at_target_progress(view: Any, DISTANCE: float) -> float:
+    return within(distance(view.obj.position, view.goal_position), DISTANCE)
 
 
 SUCCESS_RULES = {

@@ -15,6 +15,7 @@ import numpy as np
 from sim_envs.errors import ConfigError
 from sim_envs.gymnasium_robotics_import import make_gymnasium_robotics_env
 from sim_envs.scale_hints import ARM_SCALE_POINTS, REACH_SCALE_POINTS
+from sim_envs.success_progress import progress_of, within
 from sim_envs.success_rule import distance, rule
 from sim_envs.task import REACH_ANCHORS, REACH_ORACLE, KeypointSetup, Task
 from sim_envs.view_base import StateView, attr, frozen
@@ -190,6 +191,16 @@ def gripper_near_goal(view: Any, DISTANCE: float) -> bool:
 def object_near_goal(view: Any, DISTANCE: float) -> bool:
     """`obj.position` less than {DISTANCE} m from `goal_position`"""
     return distance(view.obj.position, view.goal_position) < DISTANCE
+
+
+@progress_of(gripper_near_goal)
+def gripper_near_goal_progress(view: Any, DISTANCE: float) -> float:
+    return within(distance(view.robot.ee_position, view.goal_position), DISTANCE)
+
+
+@progress_of(object_near_goal)
+def object_near_goal_progress(view: Any, DISTANCE: float) -> float:
+    return within(distance(view.obj.position, view.goal_position), DISTANCE)
 
 
 

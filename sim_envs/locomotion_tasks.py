@@ -13,6 +13,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from sim_envs.success_progress import mean_of, progress_of, reaching, within
 from sim_envs.success_rule import SuccessRule, rule
 from sim_envs.task import SuccessMode, Task
 from sim_envs.view_base import StateView, attr, frozen
@@ -221,6 +222,34 @@ def lying_down(view: AntView, HEIGHT: float, UPRIGHT: float, SPEED: float, FOOT_
     low_and_upright = view.torso.position[2] <= HEIGHT and view.torso.up_vector[2] >= UPRIGHT
     still = float(np.linalg.norm(view.torso.velocity)) <= SPEED
     return bool(low_and_upright and still and np.all(view.foot_positions[:, 2] <= FOOT_HEIGHT))
+
+
+@progress_of(moved_forward)
+def moved_forward_progress(view: Any, DISTANCE: float) -> float:
+    return reaching(view.torso.position[0] - view.torso.init_position[0], DISTANCE)
+
+
+@progress_of(flipped_forward)
+def flipped_forward_progress(view: PlanarWalkerView, ANGLE: float) -> float:
+    return reaching(view.torso.pitch, ANGLE)
+
+
+@progress_of(flipped_backward)
+def flipped_backward_progress(view: PlanarWalkerView, ANGLE: float) -> float:
+    return reaching(-view.torso.pitch, ANGLE)
+
+
+@progress_of(waving_leg)
+def waving_leg_progress(view: AntView, HEIGHT: float, HIP_SPEED: float, UPRIGHT: float) -> float:
+    return mean_of([reaching(view.foot_positions[0, 2], HEIGHT), reaching(abs(view.joint_velocities[0]), HIP_SPEED),
+                    reaching(view.torso.up_vector[2], UPRIGHT)])
+
+
+@progress_of(lying_down)
+def lying_down_progress(view: AntView, HEIGHT: float, UPRIGHT: float, SPEED: float, FOOT_HEIGHT: float) -> float:
+    feet = mean_of(within(max(float(z), 0.0), FOOT_HEIGHT) for z in view.foot_positions[:, 2])
+    return mean_of([within(max(float(view.torso.position[2]), 0.0), HEIGHT), reaching(view.torso.up_vector[2], UPRIGHT),
+                    within(float(np.linalg.norm(view.torso.velocity)), SPEED), feet])
 
 
 FULL_TURN = 2 * np.pi

@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from sim_envs.metaworld_view import SawyerView
+from sim_envs.success_progress import holds, mean_of, progress_of, reaching, within
 from sim_envs.success_rule import SuccessRule, distance, rule
 
 # ---- one distance between the view's own points ---------------------------------------------------
@@ -139,6 +140,100 @@ def stick_pushed_thermos(view: SawyerView, DISTANCE: float, LIFT: float, STICK_S
     robot = view.robot
     held = bool(robot.pads_touch_obj) and robot.gripper_openness > 0 and view.obj.position[2] - LIFT > STICK_START_Z
     return held and distance(view.obj2.position, view.goal_position) <= DISTANCE
+
+
+# ---- progress towards each rule (sim_envs.success_progress): the same quantities, graded ------------
+
+
+@progress_of(gripper_within)
+def gripper_within_progress(view: SawyerView, DISTANCE: float) -> float:
+    return within(distance(view.robot.ee_position, view.goal_position), DISTANCE)
+
+
+@progress_of(object_within)
+@progress_of(object_closer_than)
+def object_within_progress(view: SawyerView, DISTANCE: float) -> float:
+    return within(distance(view.obj.position, view.goal_position), DISTANCE)
+
+
+@progress_of(object_x_within)
+def object_x_within_progress(view: SawyerView, DISTANCE: float) -> float:
+    return within(abs(view.obj.position[0] - view.goal_position[0]), DISTANCE)
+
+
+@progress_of(object_y_within)
+def object_y_within_progress(view: SawyerView, DISTANCE: float) -> float:
+    return within(abs(view.obj.position[1] - view.goal_position[1]), DISTANCE)
+
+
+@progress_of(object_z_within)
+def object_z_within_progress(view: SawyerView, DISTANCE: float) -> float:
+    return within(abs(view.obj.position[2] - view.goal_position[2]), DISTANCE)
+
+
+@progress_of(object_xy_within)
+def object_xy_within_progress(view: SawyerView, DISTANCE: float) -> float:
+    return within(distance(view.obj.position[:2], view.goal_position[:2]), DISTANCE)
+
+
+@progress_of(object_lifted_above_goal)
+def object_lifted_progress(view: SawyerView, LIFT: float) -> float:
+    return reaching(view.obj.position[2] - view.obj.init_position[2], LIFT)
+
+
+@progress_of(object_near_raised_goal)
+def object_near_raised_goal_progress(view: SawyerView, DISTANCE: float, HEIGHT: float, Z_WEIGHT: float) -> float:
+    hoop = np.array([view.goal_position[0], view.goal_position[1], HEIGHT])
+    return within(float(np.linalg.norm((view.obj.position - hoop) * np.array([1.0, 1.0, Z_WEIGHT]))), DISTANCE)
+
+
+@progress_of(offset_object_within)
+def offset_object_within_progress(view: SawyerView, DISTANCE: float, DX: float, DZ: float) -> float:
+    return within(distance(view.obj.position + np.array([DX, 0.0, DZ]), view.goal_position), DISTANCE)
+
+
+@progress_of(nail_driven)
+def nail_driven_progress(view: SawyerView, TRAVEL: float) -> float:
+    assert view.obj2 is not None, "hammer tracks the nail as obj2"
+    return reaching(view.obj2.position[1] - view.obj2.init_position[1], TRAVEL)
+
+
+@progress_of(lever_upright)
+def lever_upright_progress(view: SawyerView, ANGLE: float, MAX_ERROR: float, HINGE_DY: float, HINGE_DZ: float) -> float:
+    position, hinge = view.obj.position, view.obj.init_position + np.array([0.0, HINGE_DY, HINGE_DZ])
+    return within(abs(math.atan2(position[2] - hinge[2], hinge[1] - position[1]) - ANGLE), MAX_ERROR)
+
+
+@progress_of(nut_on_peg)
+def nut_on_peg_progress(view: SawyerView, RADIUS: float, HANDLE_LENGTH: float) -> float:
+    centre = view.obj.position + HANDLE_LENGTH * _rotation_wxyz(view.obj.quaternion)[:, 1]
+    # "lower than the peg's top": graded by the height still to go down, in units of the radius
+    return mean_of([within(distance(centre[:2], view.goal_position[:2]), RADIUS),
+                    within(max(0.0, float(centre[2] - view.goal_position[2])) + RADIUS, RADIUS)])
+
+
+@progress_of(peg_head_inserted)
+def peg_head_inserted_progress(view: SawyerView, DISTANCE: float, HEAD_DX: float, HEAD_DZ: float, YZ_WEIGHT: float) -> float:
+    head = view.obj.position + _rotation_xyzw(view.obj.quaternion) @ np.array([HEAD_DX, 0.0, HEAD_DZ])
+    return within(float(np.linalg.norm((head - view.goal_position) * np.array([1.0, YZ_WEIGHT, YZ_WEIGHT]))), DISTANCE)
+
+
+@progress_of(stick_pulled_thermos)
+def stick_pulled_thermos_progress(view: SawyerView, DISTANCE: float, STICK_END: float, MAX_DY: float, MAX_DZ: float) -> float:
+    assert view.obj2 is not None, "stick-pull tracks the thermos's handle as obj2"
+    handle = view.obj2.position
+    end = view.obj.position + STICK_END * _rotation_xyzw(view.obj.quaternion)[:, 0]
+    return mean_of([within(distance(handle, view.goal_position), DISTANCE), holds(end[0] >= handle[0]),
+                    within(abs(end[1] - handle[1]), MAX_DY), within(abs(end[2] - handle[2]), MAX_DZ)])
+
+
+@progress_of(stick_pushed_thermos)
+def stick_pushed_thermos_progress(view: SawyerView, DISTANCE: float, LIFT: float, STICK_START_Z: float) -> float:
+    assert view.obj2 is not None, "stick-push tracks the thermos as obj2"
+    robot = view.robot
+    return mean_of([holds(robot.pads_touch_obj), holds(robot.gripper_openness > 0),
+                    reaching(view.obj.position[2], STICK_START_Z + LIFT, STICK_START_Z),
+                    within(distance(view.obj2.position, view.goal_position), DISTANCE)])
 
 
 def _rotation_wxyz(quaternion: np.ndarray) -> np.ndarray:

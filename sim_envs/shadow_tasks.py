@@ -29,6 +29,7 @@ import numpy as np
 
 from sim_envs.adroit_tasks import FINGERTIP_SITES, HAND_JOINTS, HAND_JOINTS_DOC, Fingertips
 from sim_envs.gymnasium_robotics_import import make_gymnasium_robotics_env, rotations
+from sim_envs.success_progress import mean_of, progress_of, within
 from sim_envs.success_rule import rule
 from sim_envs.task import Task
 from sim_envs.view_base import StateView, attr, frozen
@@ -319,6 +320,29 @@ def pen_at_goal_pose(view: Any, DISTANCE: float, ANGLE: float) -> bool:
     achieved = np.concatenate([view.obj.position, view.obj.quaternion])
     desired = np.concatenate([view.goal_position, view.goal_quaternion])
     return bool(pose_within(achieved, desired, DISTANCE, ANGLE, ignore_z=True))
+
+
+@progress_of(fingertips_at_goals)
+def fingertips_at_goals_progress(view: Any, DISTANCE: float) -> float:
+    achieved, desired = _reach_vectors(view)
+    return within(float(np.linalg.norm(np.asarray(achieved, dtype=np.float64) - np.asarray(desired, dtype=np.float64))), DISTANCE)
+
+
+def _pose_progress(view: Any, DISTANCE: float, ANGLE: float, ignore_z: bool) -> float:
+    achieved = np.concatenate([view.obj.position, view.obj.quaternion])
+    desired = np.concatenate([view.goal_position, view.goal_quaternion])
+    d_pos, d_rot = pose_distances(achieved, desired, ignore_z)
+    return mean_of([within(float(d_pos), DISTANCE), within(float(d_rot), ANGLE)])
+
+
+@progress_of(object_at_goal_pose)
+def object_at_goal_pose_progress(view: Any, DISTANCE: float, ANGLE: float) -> float:
+    return _pose_progress(view, DISTANCE, ANGLE, ignore_z=False)
+
+
+@progress_of(pen_at_goal_pose)
+def pen_at_goal_pose_progress(view: Any, DISTANCE: float, ANGLE: float) -> float:
+    return _pose_progress(view, DISTANCE, ANGLE, ignore_z=True)
 
 
 def shadow_tasks() -> list[Task]:

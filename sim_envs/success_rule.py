@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from sim_envs.success_progress import BELOW_ONE, clip, companion
+
 SUCCESS_WHEN = {"any": "at any step of the episode", "final": "at the episode's last step"}
 
 
@@ -35,6 +37,14 @@ class SuccessRule:
     def judge(self, view: Any, info: dict[str, Any]) -> bool:
         """The rule as a task's `is_success(view, info)`, for tasks whose simulator has no flag of its own."""
         return bool(self.test(view, **self.constants))
+
+    def progress(self, view: Any) -> float:
+        """How far `view` is from meeting the rule, in [0, 1]: exactly 1 when the rule holds (the predicate decides),
+        else its companion's grade kept below 1 (sim_envs.success_progress; a rule without one: 0)."""
+        if self(view):
+            return 1.0
+        grade = companion(self.test)
+        return min(clip(grade(view, **self.constants)), BELOW_ONE) if grade is not None else 0.0
 
     @property
     def statement(self) -> str:

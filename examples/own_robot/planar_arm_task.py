@@ -15,6 +15,7 @@ from planar_arm_scripted import ScriptedPusher
 from planar_arm_view import PlanarArmPushView, read_planar_arm_view
 
 from sim_envs import Task, rule
+from sim_envs.success_progress import progress_of, within
 from sim_envs.success_rule import distance
 
 SUCCESS_DISTANCE = 0.05
@@ -24,6 +25,13 @@ SUCCESS_DISTANCE = 0.05
 def puck_at_goal(view: PlanarArmPushView, DISTANCE: float) -> bool:
     """`obj.position` within {DISTANCE} m of `goal_position`"""  # the prompt's sentence, with the number filled in
     return distance(view.obj.position, view.goal_position) < DISTANCE
+
+
+@progress_of(puck_at_goal)
+def puck_at_goal_progress(view: PlanarArmPushView, DISTANCE: float) -> float:
+    """How far the puck is from the goal disc, in [0, 1]: DISTANCE over the distance (what ranking reads when no
+    candidate succeeds yet); `SuccessRule.progress` makes it 1 exactly when `puck_at_goal` holds."""
+    return within(distance(view.obj.position, view.goal_position), DISTANCE)
 
 
 SUCCESS = rule(puck_at_goal, DISTANCE=SUCCESS_DISTANCE)

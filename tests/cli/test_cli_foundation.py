@@ -57,6 +57,7 @@ def test_train_evaluate_video_round_trip(tmp_path):
     assert result["task"] == "fetch/reach" and result["steps"] == 150
     summary = json.loads(t2r("evaluate", "--model", str(out), "--episodes", "2", "--json").stdout)
     assert summary["episodes"] == 2 and 0.0 <= summary["success_rate"] <= 1.0
+    assert 0.0 <= summary["mean_progress"] <= 1.0 and summary["progress_se"] >= 0.0  # toward fetch/reach's own rule
     t2r("video", "--model", str(out), "--size", "64")
     video = out / "rollout.mp4"
     assert video.is_file() and video.stat().st_size > 1000

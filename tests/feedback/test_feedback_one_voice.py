@@ -200,7 +200,7 @@ def test_the_report_of_an_early_stopped_best_and_a_skipped_final_stage(tmp_path:
     report = write_report(store).read_text()
     assert "## Final comparison (re-trained from scratch on new seeds)" not in report
     assert "No final comparison: the stage was skipped" in report
-    assert "| r0-s0 | trained | 0.07 (2 of 30 episodes, 95% interval 0.02-0.21) | never above 0 (2 evaluations of 5 episodes) | stopped early at step 8,000" in report
+    assert "| r0-s0 | trained | 0.07 (2 of 30 episodes, 95% interval 0.02-0.21) | never above 0 (2 evaluations of 5 episodes) | - | stopped early at step 8,000" in report
     assert "## Best reward: r0-s0 (success 0.07 (2 of 30 episodes, 95% interval 0.02-0.21))" in report
     assert_one_voice(report, Rate(2, 30))
 

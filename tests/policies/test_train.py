@@ -25,6 +25,9 @@ def test_sac_on_metaworld_writes_a_valid_result(tmp_path):
     assert data["hyperparams"]["algo_kwargs"]["learning_starts"] == 100 and data["hyperparams"]["algo_kwargs"]["batch_size"] == 32
     assert len(data["final_eval"]["episodes"]) == 1
     assert 0.0 <= data["success_rate"] <= 1.0
+    # progress toward the success rule (policies.score): in every evaluation point and in the final evaluation
+    assert all(0.0 <= p["mean_progress"] <= 1.0 and p["progress_se"] >= 0.0 for p in data["curve"])
+    assert 0.0 <= data["mean_progress"] <= 1.0 and data["final_eval"]["episodes"][0]["progress"] == data["mean_progress"]
     assert data["components"][-1]["components"]["expert"]["max"] > 0
     assert (tmp_path / "model.zip").is_file() and any((tmp_path / "tb").iterdir())
     model, meta = load_policy(tmp_path)

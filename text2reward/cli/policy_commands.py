@@ -17,6 +17,7 @@ from policies.formatting import format_seconds
 from policies.her import flat_observations
 from policies.io import write_json_atomic
 from policies.reward_program import SparseReward
+from policies.score import progress_text
 from policies.stats import Rate
 from policies.task_env import make_task_env
 from sim_envs import get_task, list_tasks, render_view_doc
@@ -224,12 +225,14 @@ def evaluate(
     finally:
         env.close()
     summary = {"task": task.id, "episodes": episodes, "success_rate": result.success_rate,
-               "mean_native_return": result.mean_native_return, "mean_length": result.mean_length}
+               "mean_native_return": result.mean_native_return, "mean_length": result.mean_length,
+               **({"mean_progress": result.mean_progress, "progress_se": result.progress_se} if result.mean_progress is not None else {})}
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:
+        toward = (f", {progress_text(result.mean_progress, result.progress_se or 0.0)}" if result.mean_progress is not None else "")
         console.print(f"{task.id}: success rate {result.success_rate:.2f} over {episodes} episodes "
-                      f"(mean native return {result.mean_native_return:.1f}, mean length {result.mean_length:.0f})")
+                      f"(mean native return {result.mean_native_return:.1f}, mean length {result.mean_length:.0f}{toward})")
 
 
 @app.command(epilog="Example: t2r video --model runs/train/reach --episodes 2 --out reach.mp4")

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from policies.score import progress_clause
 from policies.stats import PAIRED_ALPHA, Rate, mcnemar_exact
 from sim_envs.task import Task
 from text2reward.feedback.reflection import reflection_tips, reward_reflection
@@ -240,6 +241,8 @@ class CandidateSummary:
     """`mean_facts` of its analysed episodes (empty when not analysed)."""
     reason: str = ""
     """Why it did not train."""
+    progress: tuple[float, float] | None = None
+    """Its final progress toward the success rule (mean, standard error), when measured (policies.score)."""
     by_machine: bool = False
     """Its training was ended by the machine (its process stopped or killed from outside), not by its code."""
     steps: int | None = None
@@ -288,7 +291,8 @@ def candidate_summary(candidate: Candidate, code: str | None) -> CandidateSummar
         stopped_early_at=(stop.steps or (training.steps if training is not None else None)) if stop is not None else None,
         stop_reason=stop.reason if stop is not None else "",
         tips=reflection_tips(candidate.training_result) if training is not None and candidate.training_result else [],
-        spread=seed_spread_text(candidate) if training is not None else "")
+        spread=seed_spread_text(candidate) if training is not None else "",
+        progress=training.progress if training is not None else None)
 
 
 def _code_shown(winner: str, other: str) -> str:
@@ -353,7 +357,7 @@ def round_contrast(winner: CandidateSummary, others: Sequence[CandidateSummary],
         return ""
     assert winner.success is not None  # the best is a trained candidate
     lines = [budget_line(winner, others)]
-    best = f"The best so far, {winner.id}: {'' if winner.spread else 'success '}{winner.success_text()}"
+    best = f"The best so far, {winner.id}: {'' if winner.spread else 'success '}{winner.success_text()}{progress_clause(winner.progress)}"
     if winner.stopped_early_at is not None:
         best += f"; stopped early at step {winner.stopped_early_at:,}" + (f" ({winner.stop_reason})" if winner.stop_reason else "")
     lines.append(best + ".")
@@ -373,7 +377,7 @@ def round_contrast(winner: CandidateSummary, others: Sequence[CandidateSummary],
         else:
             relation = "tied with the best" if other.id in tied else (
                 "worse than the best beyond noise" if other.success.rate < winner.success.rate else "not behind the best")
-            header = f"### {other.id}: {'' if other.spread else 'success '}{other.success_text()}: {relation}"
+            header = f"### {other.id}: {'' if other.spread else 'success '}{other.success_text()}{progress_clause(other.progress)}: {relation}"
             if other.stopped_early_at is not None:
                 header += f"; stopped early at step {other.stopped_early_at:,}" + (f" ({other.stop_reason})" if other.stop_reason else "")
             lines.append(header)

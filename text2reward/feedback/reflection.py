@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from policies.score import progress_clause, result_progress
 from policies.stats import Rate
 from text2reward.runs.records import DEFAULT_EVAL_EPISODES, component_history
 
@@ -302,7 +303,8 @@ def reward_reflection(train_result: Any) -> str:
         lines.append(f"Each evaluation during training ran {during} episode{'s' if during != 1 else ''} (one success moves its "
                      f"rate by {one:.2f}); the final one ran {final_episodes}.")
         if "success_rate" in data:
-            lines.append("final evaluation success: " + Rate.of(float(data["success_rate"]), final_episodes).text())
+            lines.append("final evaluation success: " + Rate.of(float(data["success_rate"]), final_episodes).text()
+                         + progress_clause(result_progress(data)))
         lines.append("evaluation steps: " + ", ".join(str(int(curve[i].get("steps", 0))) for i in idx))
         lines.append("success rate: [" + ", ".join(f"{float(curve[i].get('success_rate', 0.0)):.2f}" for i in idx) + "]")
         lines.append("mean episode return: [" + ", ".join(_fmt(float(curve[i].get("mean_return", 0.0))) for i in idx) + "]")

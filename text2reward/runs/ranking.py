@@ -3,9 +3,11 @@
 A candidate's final success is a rate over its final evaluation's episodes, so it comes with a 95% Wilson interval
 (`policies.stats`). Candidates are ordered by it, and the ones whose intervals overlap the leader's are **tied**
 with it: the round summary and the next prompt say so, and say how the tie was broken (`TIE_BREAK`). The order
-inside a tie is by the best guess still: the higher final success, then the success over the whole training
-curve (every evaluation averaged: sooner and steadier), then the native return, then the earlier candidate (so
-the best so far keeps its place against a later candidate that only equals it).
+inside a tie is by the best guess still: the higher final success, then the score (policies.score: the success over
+the whole training curve, every evaluation averaged, sooner and steadier, plus the final evaluation's progress toward
+the task's own success rule, which still separates rewards when none succeeds), then the native return (what decides
+between records from before progress was measured), then the earlier candidate (so the best so far keeps its place
+against a later candidate that only equals it).
 
 A candidate stopped early for trailing another is ranked on what it reached (its partial result), and never above
 the candidate that stopped it: the stop was a judgement on several evaluations at the same step count, and a
@@ -20,8 +22,8 @@ from typing import Any
 from policies.stats import Rate
 from text2reward.runs.records import DEFAULT_EVAL_EPISODES, Candidate
 
-TIE_BREAK = ("the higher final success, then the higher success over the whole training curve, then the higher "
-             "native return, then the earlier candidate")
+TIE_BREAK = ("the higher final success, then the higher score (success over the whole training curve plus progress "
+             "toward the success rule), then the higher native return, then the earlier candidate")
 """How a tie is broken, as the round summary and the prompt state it."""
 
 
@@ -36,22 +38,33 @@ class Standing:
     native_return: float
     order: tuple[int, int, int]
     """(round, sample, tuned): earlier first."""
+    progress: float | None = None
+    """The final evaluation's mean progress toward the success rule; None in records from before it was measured."""
+    progress_se: float = 0.0
+
+    @property
+    def score(self) -> float:
+        """policies.score's score: the curve's area plus the final progress (the area alone without progress)."""
+        return self.area + (self.progress if self.progress is not None else 0.0)
 
     @property
     def key(self) -> tuple[float, float, float, int, int, int]:
-        return (self.success.rate, self.area, self.native_return, -self.order[0], -self.order[1], -self.order[2])
+        return (self.success.rate, self.score, self.native_return, -self.order[0], -self.order[1], -self.order[2])
 
 
 def standing(candidate: Candidate) -> Standing:
     training = candidate.training
     curve = (training.curve if training is not None else None) or [{"success_rate": 0.0}]
     area = sum(float(p["success_rate"]) for p in curve) / len(curve)
+    progress = training.progress if training is not None else None
     return Standing(
         id=candidate.id,
         success=Rate.of(training.success_rate, training.episodes) if training is not None else Rate.of(0.0, DEFAULT_EVAL_EPISODES),
         area=area,
         native_return=training.mean_native_return if training is not None else float("-inf"),
         order=(candidate.round, candidate.sample, 1 if candidate.parent else 0),
+        progress=progress[0] if progress is not None else None,
+        progress_se=progress[1] if progress is not None else 0.0,
     )
 
 

@@ -204,7 +204,15 @@ class TrainingSummary:
                    steps=int(result["steps"]), wall_seconds=float(result["wall_seconds"]),
                    steps_per_second=float(result["steps_per_second"]), curve=list(result["curve"]), episodes=int(episodes),
                    eval_episodes=int(result.get("eval_episodes") or DEFAULT_EVAL_EPISODES),
-                   extra={k: result[k] for k in ("delivered", "final_policy") if result.get(k)})
+                   extra={**{k: result[k] for k in ("delivered", "final_policy") if result.get(k)},
+                          **{k: result[k] for k in PROGRESS_KEYS if result.get(k) is not None}})
+
+    @property
+    def progress(self) -> tuple[float, float] | None:
+        """(mean, standard error) of the final evaluation's progress toward the success rule (policies.score); None
+        in records from before it was measured."""
+        mean = self.extra.get("mean_progress")
+        return (float(mean), float(self.extra.get("progress_se") or 0.0)) if isinstance(mean, (int, float)) else None
 
     @property
     def delivered_peak(self) -> Json | None:
@@ -220,7 +228,10 @@ class TrainingSummary:
                 "episodes": self.episodes, "eval_episodes": self.eval_episodes}
 
 
-TRAINING_RESULT_KEYS = ("curve", "components", "success_rate", "eval_episodes", "final_eval_episodes")
+PROGRESS_KEYS = ("mean_progress", "progress_se")
+"""The final evaluation's progress toward the success rule, in result.json since it was measured (policies.score)."""
+
+TRAINING_RESULT_KEYS = ("curve", "components", "success_rate", "eval_episodes", "final_eval_episodes", *PROGRESS_KEYS)
 """What a candidate keeps of its whole result.json: what the reflection and the early stopper read."""
 
 COMPONENT_STATS = ("mean", "min", "max")

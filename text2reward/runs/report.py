@@ -234,8 +234,8 @@ def status_lines(store: RunStore, header: RunHeader, status: RunStatus, reason: 
 
 
 def candidate_rows(candidates: list[Candidate]) -> list[str]:
-    lines = ["", "## Candidates", "", "| candidate | status | success | best success during training | note |",
-             "| --- | --- | --- | --- | --- |"]
+    lines = ["", "## Candidates", "", "| candidate | status | success | best success during training | "
+             "progress toward the success rule | note |", "| --- | --- | --- | --- | --- | --- |"]
     for c in candidates:
         note = short_reason(c.reason.splitlines()[0], 160) if c.reason else ""
         if c.stopped_early is not None:
@@ -251,7 +251,9 @@ def candidate_rows(candidates: list[Candidate]) -> list[str]:
         spread = seed_spread(c) if training is not None else None
         if spread is not None:
             note = (note + "; " if note else "") + spread.text()
-        lines.append(f"| {c.id} | {c.status.value} | {_final_success(training)} | {_best_during(training)} | {markdown_inline(note)} |")
+        progress = training.progress if training is not None else None
+        lines.append(f"| {c.id} | {c.status.value} | {_final_success(training)} | {_best_during(training)} | "
+                     f"{f'{progress[0]:.2f} ± {progress[1]:.2f}' if progress is not None else '-'} | {markdown_inline(note)} |")
     return lines
 
 

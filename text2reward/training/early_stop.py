@@ -5,14 +5,15 @@ budget rarely wins at the end. At rungs of the budget (by default 1/4 and 1/2), 
 behind the round's leader at the same number of steps is stopped and its worker goes to the next queued
 candidate (asynchronous successive halving, as in ASHA: whoever reaches a rung first is compared with
 those that already passed it, nobody waits). "Clearly behind" is on the task's own success rate; where
-no candidate succeeds yet, on the environment's native return (the expert reward's return, recorded at
-every evaluation but never trained on), relative to the leader's.
+no candidate succeeds yet, on the progress toward the task's own success rule (policies.score; every evaluation
+records it), relative to the leader's; curves from before progress was recorded fall back to the environment's
+native return (the expert reward's return, recorded at every evaluation but never trained on).
 
 Why several evaluations: a training-time evaluation is 5 episodes, and one reading is mostly noise (on
 soccer-v3 a leader read 9.7 / 120.7 / 6.3 native return at 6k / 8k / 10k steps, and a candidate stopped on the
 spike at 8k). So a decision pools the last `window` evaluations at or before the rung (at least
 `min_evaluations` of them on both sides): success as one rate over all their episodes, whose 95% Wilson
-intervals must separate besides the margin; native return as the window's median, and only when every
+intervals must separate besides the margin; progress (or native return) as the window's median, and only when every
 reading of the candidate's window is below every reading of the leader's. A candidate that has succeeded
 at any evaluation is never stopped as behind: it has shown the reward can teach the task.
 
@@ -43,8 +44,9 @@ class EarlyStopRule:
     success_margin: float = 0.3
     """Stop when the leader's success rate at the rung exceeds the candidate's by at least this."""
     native_margin: float = 0.5
-    """With no success anywhere: stop when the candidate's native return trails the leader's by at least
-    this fraction of the larger magnitude of the two (returns may be negative, as Fetch's are)."""
+    """With no success anywhere: stop when the candidate's progress toward the success rule (or, in older curves, its
+    native return) trails the leader's by at least this fraction of the larger magnitude of the two (returns may be
+    negative, as Fetch's are)."""
     window: int = 3
     """Evaluations pooled per candidate at a rung: the last `window` at or before it."""
     min_evaluations: int = 2
@@ -113,9 +115,18 @@ def has_succeeded(curve: Curve, steps: int | None = None) -> bool:
     return any(float(p["success_rate"]) > 0 for p in curve if steps is None or int(p["steps"]) <= steps)
 
 
-def _natives(points: Sequence[Mapping[str, Any]]) -> list[float]:
-    values = [p.get("mean_native_return") for p in points]
+def _readings(points: Sequence[Mapping[str, Any]], key: str = "mean_native_return") -> list[float]:
+    values = [p.get(key) for p in points]
     return [float(v) for v in values if v is not None and math.isfinite(float(v))]
+
+
+def no_success_figure(windows: Sequence[Sequence[Mapping[str, Any]]]) -> tuple[str, str]:
+    """(curve key, words) of what decides when nobody succeeds: the progress toward the task's success rule where
+    every evaluation compared measured it (policies.score: the task's own test, not the expert reward's return), else
+    the native return (curves from before progress was measured)."""
+    if all(p.get("mean_progress") is not None for points in windows for p in points):
+        return "mean_progress", "progress toward the success rule"
+    return "mean_native_return", "native return"
 
 
 def judge_at_rung(name: str, curves: Mapping[str, Curve], steps: int, rule: EarlyStopRule) -> Behind | None:
@@ -138,8 +149,9 @@ def judge_at_rung(name: str, curves: Mapping[str, Curve], steps: int, rule: Earl
                       f"or more behind {leader}'s {lead_rate.text()} and outside its interval", leader)
     if any(has_succeeded(points) for points in peers.values()):
         return None  # someone succeeds, not clearly enough: success decides, and it does not yet
-    own_natives = _natives(own)
-    natives = {other: values for other, points in peers.items() if len(values := _natives(points)) >= rule.min_evaluations}
+    key, figure = no_success_figure([own, *peers.values()])
+    own_natives = _readings(own, key)
+    natives = {other: values for other, points in peers.items() if len(values := _readings(points, key)) >= rule.min_evaluations}
     if not natives or len(own_natives) < rule.min_evaluations:
         return None
     leader, lead_natives = max(natives.items(), key=lambda item: statistics.median(item[1]))
@@ -147,7 +159,7 @@ def judge_at_rung(name: str, curves: Mapping[str, Curve], steps: int, rule: Earl
     scale = max(abs(lead_median), abs(own_median))
     separated = max(own_natives) < min(lead_natives)
     if scale > 0 and separated and (lead_median - own_median) / scale >= rule.native_margin:
-        return Behind(f"no candidate succeeds yet; native return (median of its last {len(own_natives)} evaluations to "
+        return Behind(f"no candidate succeeds yet; {figure} (median of its last {len(own_natives)} evaluations to "
                       f"{steps} steps) {own_median:.3g} trails {leader}'s {lead_median:.3g} by "
                       f"{100 * (lead_median - own_median) / scale:.0f}% (stop at {100 * rule.native_margin:.0f}%), "
                       f"every reading below every one of {leader}'s", leader)

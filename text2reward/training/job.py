@@ -25,6 +25,7 @@ from policies.io import atomic_file, write_json_atomic, write_text_atomic
 from policies.plan import TrainingPlan, resolve_training_plan
 from policies.reward_modes import DEFAULT_GAMMA, runnable_source
 from policies.reward_program import reward_from_spec
+from policies.score import mean_and_se
 from policies.stats import Rate
 from policies.task_env import make_task_env
 from sim_envs import get_task, load_task_file
@@ -200,7 +201,7 @@ def analyse(task: Any, model: Any, reward_fn: Any, seed: int, episodes: int, res
     first = seed + EVAL_SEED_OFFSET  # the final evaluation's reset seeds: first, first + 1, ...
     count = min(episodes, len(evaluation)) if evaluation else episodes
     env = make_task_env(task, reward_fn, seed=first, reward_mode=reward_mode, gamma=gamma, flatten=flat_observations(result))
-    peak = None
+    peak, peak_progress = None, None
     try:
         act = model_actor(model)
         rollouts = [run_episode(env, act, seed=first + i, record_views=True) for i in range(count)]
@@ -212,6 +213,8 @@ def analyse(task: Any, model: Any, reward_fn: Any, seed: int, episodes: int, res
                 steps=int(during["steps"]),
                 during_training=Rate.of(during["success_rate"], int(during.get("episodes") or result.get("eval_episodes") or 5)),
                 peak=[e.success for e in played], final=evaluation, peak_episodes=played[:count], final_episodes=rollouts)
+            if all(e.progress is not None for e in played):
+                peak_progress = mean_and_se(float(e.progress or 0.0) for e in played)
     finally:
         env.close()
     successes = [e.success for e in rollouts]
@@ -228,7 +231,8 @@ def analyse(task: Any, model: Any, reward_fn: Any, seed: int, episodes: int, res
     if peak is not None:
         record["peak"] = {"steps": peak.steps, "success_on_final_episodes": sum(peak.peak) / len(peak.peak),
                           "only_peak": peak.only_peak, "only_final": peak.only_final, "p_value": peak.p_value,
-                          "delivered": peak.peak_delivered}
+                          "delivered": peak.peak_delivered,
+                          **({"progress_on_final_episodes": list(peak_progress)} if peak_progress is not None else {})}
     return record
 
 
@@ -245,6 +249,9 @@ def deliver_peak(result: dict[str, Any], peak: dict[str, Any], out_dir: Path) ->
     result["final_policy"] = {"success_rate": result["success_rate"], "episodes": episodes,
                               "model_path": str(out_dir / FINAL_MODEL_FILE)}
     result["success_rate"] = float(peak["success_on_final_episodes"])
+    if peak.get("progress_on_final_episodes") and result.get("mean_progress") is not None:  # the delivered policy's progress
+        result["final_policy"] |= {"mean_progress": result["mean_progress"], "progress_se": result.get("progress_se")}
+        result["mean_progress"], result["progress_se"] = (float(v) for v in peak["progress_on_final_episodes"])
     result["delivered"] = {"policy": "peak", "steps": int(peak["steps"]), "p_value": float(peak["p_value"]),
                            "only_peak": int(peak["only_peak"]), "only_final": int(peak["only_final"])}
 
