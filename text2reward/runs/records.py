@@ -12,6 +12,7 @@ version-1 runs in tests/fixtures still open), and refuses one written by a newer
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -259,8 +260,8 @@ def component_history(result: Any) -> list[Json]:
             continue
         clean: Json = {"steps": int(float(steps)), "components": {}}
         for name, stats in components.items():
-            if isinstance(name, str) and isinstance(stats, Mapping) and all(_is_number(stats.get(key)) for key in COMPONENT_STATS):
-                clean["components"][name] = {key: float(stats[key]) for key in COMPONENT_STATS}
+            if isinstance(name, str) and isinstance(stats, Mapping) and all(_is_bounded(stats.get(key)) for key in COMPONENT_STATS):
+                clean["components"][name] = {key: _clamped(stats[key]) for key in COMPONENT_STATS}
         for ours in ENV_FIGURES:
             if _is_number(entry.get(ours)):
                 clean[ours] = float(entry[ours])
@@ -276,6 +277,16 @@ def kept_training_result(result: Mapping[str, Any]) -> Json:
     if "components" in kept:
         kept["components"] = component_history(result)
     return kept
+
+
+def _is_bounded(value: Any) -> TypeGuard[float]:
+    """A number or an infinity (a statistic that overflowed, as records written before strict JSON stored it), not NaN."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def _clamped(value: float) -> float:
+    """An infinity as the largest finite float of its sign: what strict records store for an overflowed statistic."""
+    return max(-sys.float_info.max, min(sys.float_info.max, float(value)))
 
 
 def _is_number(value: Any) -> TypeGuard[float]:

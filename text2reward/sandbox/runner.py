@@ -135,6 +135,7 @@ def _drive(child: ValidationChild, samples: list[tuple[Any, np.ndarray]], module
         if not (isinstance(hello, dict) and hello.get("ready") is True):
             raise SandboxFailure("the reward process sent a malformed reply")
         encoder, decoder = ViewEncoder(modules), ReplyDecoder()
+        no_clock: int | None = None  # the first call with no kernel clock reading: fails the run unless a cause comes first
         for repeat in range(repeats):
             outputs: list[Output] = []
             frames = [encoder.encode(view, np.asarray(action)) for view, action in samples]  # schemas in the first pass only
@@ -149,11 +150,13 @@ def _drive(child: ValidationChild, samples: list[tuple[Any, np.ndarray]], module
                     return
                 outputs.append(reply)
                 if repeat == 0:
-                    if own is None:  # no verdict on time without the kernel's clocks: never a pass by default
-                        result.error, result.error_kind, result.failed_index = NO_CLOCK, "process", index
-                        return
+                    if own is None:  # no verdict on time without the kernel's clocks: never a pass (below), unless a
+                        no_clock = index if no_clock is None else no_clock  # later call says why (the child had exited)
+                        continue
                     result.seconds.append(own + parsing)
             result.passes.append(outputs)
+        if no_clock is not None:
+            result.error, result.error_kind, result.failed_index = NO_CLOCK, "process", no_clock
     except CallStopped as exc:
         result.error, result.error_kind = str(exc), "process"
     except NewName as exc:  # more names than a run may have: the reward's output, told as such
