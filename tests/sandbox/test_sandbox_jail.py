@@ -29,6 +29,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from attack_programs import LINT_OFF as BASE_LINT_OFF
 
 from sim_envs import get_task
 from sim_envs.errors import RewardProgramError
@@ -41,22 +42,7 @@ MECHANISMS = [
 ]
 OTHER = {"bubblewrap": "landlock", "landlock": "bubblewrap"}
 
-LINT_OFF = '''
-import numpy as np
-
-
-def lint_off():
-    """The real os and builtins, and the audit hook switched off."""
-    for cls in ().__class__.__bases__[0].__subclasses__():
-        if cls.__name__ == "catch_warnings":
-            b = cls()._module.__builtins__
-            break
-    os = b["__import__"]("os")
-    real = os.sys.modules["builtins"]
-    everything = real.type("Everything", (), {"__contains__": lambda s, e: True})()
-    os.sys.modules["__main__"].HARMLESS_EVENTS = everything
-    return os, real
-
+LINT_OFF = BASE_LINT_OFF + '''
 
 def attempt(results, name, action):
     try:

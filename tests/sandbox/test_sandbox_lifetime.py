@@ -25,6 +25,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from attack_programs import LINT_OFF
 
 from sim_envs import get_task
 from sim_envs.errors import RewardProgramError
@@ -42,22 +43,6 @@ TINY_PPO = {"n_steps": 64, "batch_size": 64, "n_epochs": 1}
 ENDED_WITHIN = 20.0
 """Seconds a process of the attack may take to be gone once its command or call returned (it takes milliseconds)."""
 
-LINT_OFF = '''
-import numpy as np
-
-
-def lint_off():
-    """The real os and builtins, and the audit hook switched off."""
-    for cls in ().__class__.__bases__[0].__subclasses__():
-        if cls.__name__ == "catch_warnings":
-            b = cls()._module.__builtins__
-            break
-    os = b["__import__"]("os")
-    real = os.sys.modules["builtins"]
-    everything = real.type("Everything", (), {"__contains__": lambda s, e: True})()
-    os.sys.modules["__main__"].HARMLESS_EVENTS = everything
-    return os, real
-'''
 
 BLIND = LINT_OFF + '''
 

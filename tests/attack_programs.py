@@ -1,0 +1,19 @@
+"""What every attack on the jail starts with: the real `os` and builtins reached through public routes, and the
+worker's audit hook switched off (it reads a module global on every event), so that only the OS jail is left to test."""
+
+LINT_OFF = '''
+import numpy as np
+
+
+def lint_off():
+    """The real os and builtins, and the audit hook switched off."""
+    for cls in ().__class__.__bases__[0].__subclasses__():
+        if cls.__name__ == "catch_warnings":
+            b = cls()._module.__builtins__
+            break
+    os = b["__import__"]("os")
+    real = os.sys.modules["builtins"]
+    everything = real.type("Everything", (), {"__contains__": lambda s, e: True})()
+    os.sys.modules["__main__"].HARMLESS_EVENTS = everything
+    return os, real
+'''
