@@ -28,7 +28,7 @@ class EpisodeStats:
     views: list[Any] = field(default_factory=list, repr=False)
     """The state view after reset and after every step, when recorded (for trajectory analysis)."""
     progress: float | None = None
-    """How close the episode came to the task's success rule (`info["progress"]`: its best step for "any" tasks, its
+    """How close the episode came to the task's success rule (`info["rule_progress"]`: its best step for "any" tasks, its
     last for "final" ones), in [0, 1], 1 exactly when it succeeded; None from an env that does not say."""
 
 
@@ -79,7 +79,7 @@ def run_episode(env: gym.Env, act: Actor, seed: int | None = None, record_views:
         for key, value in info["reward_components"].items():
             sums[key] = sums.get(key, 0.0) + value
         success = bool(info["is_success"])
-        progress = float(info["progress"]) if "progress" in info else None
+        progress = float(info["rule_progress"]) if "rule_progress" in info else None
         length += 1
         done = terminated or truncated
         if record_views:

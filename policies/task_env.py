@@ -69,7 +69,7 @@ class TaskRewardWrapper(gym.Wrapper):
         step_progress = self._step_progress(view, step_success)
         self._episode_progress = max(self._episode_progress, step_progress) if self._success_any else step_progress
         info["step_progress"] = step_progress
-        info["progress"] = self._episode_progress
+        info["rule_progress"] = self._episode_progress
         return obs, total, terminated, truncated, info
 
     def _step_progress(self, view: StateView, step_success: bool) -> float:

@@ -116,6 +116,25 @@ def test_progress_count_bonus_falls_as_a_cell_is_revisited():
     assert infos[3]["reward_components"]["progress_gain"] == pytest.approx((GAMMA - 1) * 0.3, abs=1e-12)
 
 
+def test_a_progress_program_never_stands_in_for_the_rules_progress():
+    """The progress mode's own value (`info["progress"]`, the program's) and the task's progress toward its success rule
+    (`info["rule_progress"]`, from the simulator: what ranking and early stopping read) are separate keys: a program
+    claiming 1.0 everywhere leaves an episode's rule progress what the state says. They shared one key before."""
+    from policies.evaluate import run_episode
+
+    claims_done = "def compute_progress(self):\n    return 1.0\n"
+    task = get_task("metaworld/pick-place-v3")  # random actions never place the puck
+    env = make_task_env(task, ProgramReward(claims_done, mode="progress"), seed=0, reward_mode="progress", gamma=GAMMA)
+    rng = np.random.default_rng(0)
+    try:
+        stats = run_episode(env, lambda obs: rng.uniform(-1, 1, size=4), seed=0)
+        _, _, _, _, info = env.step(rng.uniform(-1, 1, size=4))
+    finally:
+        env.close()
+    assert info["progress"] == 1.0 and info["rule_progress"] < 1.0
+    assert stats.progress is not None and stats.progress < 1.0 and not stats.success
+
+
 def test_progress_cells_split_by_level_and_object_position():
     task = get_task("fetch/push")
     env = ProgressBonus(make_task_env(task, ProgramReward(CONSTANT_PROGRESS, mode="progress"), seed=0, flatten=False), GAMMA)

@@ -93,7 +93,7 @@ def _wrapped_rollout(task: Any, act: Callable[[np.ndarray], np.ndarray]) -> tupl
             assert _graded_whole(task, view) == task.success_rule(view), "the companion reads 1 exactly where its rule holds"
             progress.append(info["step_progress"])
             success.append(info["step_success"])
-        return progress, success, info["progress"]
+        return progress, success, info["rule_progress"]
     finally:
         env.close()
 
@@ -119,7 +119,7 @@ def test_progress_does_not_depend_on_the_reward():
         env = make_task_env(task, reward, seed=SEED)
         rng = np.random.default_rng(SEED)
         env.reset(seed=SEED)
-        runs.append([env.step(rng.uniform(-1, 1, size=4))[4]["progress"] for _ in range(50)])
+        runs.append([env.step(rng.uniform(-1, 1, size=4))[4]["rule_progress"] for _ in range(50)])
         env.close()
     assert runs[0] == runs[1] and len(set(runs[0])) > 1
 
