@@ -80,12 +80,17 @@ def resolve_training_plan(config: TrainConfig, task: Task) -> TrainingPlan:
     for flag, value in (("--eval-freq", params.eval_freq), ("--eval-episodes", params.eval_episodes), ("--hp n_envs", params.n_envs)):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ConfigError(f"{flag} must be a positive whole number, got {value!r}")
-    if config.device not in DEVICES and not config.device.startswith("cuda:"):
-        raise ConfigError(f"unknown device {config.device!r}; use auto, cpu or cuda")
+    check_device_spelling(config.device)
     keep_update_ratio(params, "gradient_steps" in config.overrides)
     return TrainingPlan(steps=steps, eval_freq=params.eval_freq, eval_episodes=params.eval_episodes,
                         final_eval_episodes=final_eval_episodes(config, params), algo=params.algo, hyperparams=asdict(params),
                         device=config.device, n_envs=params.n_envs, seeds=(config.seed,))
+
+
+def check_device_spelling(device: str) -> None:
+    """`auto`, `cpu`, `cuda` or `cuda:N`; whether a GPU is there is the training machine's to say (policies.train)."""
+    if device not in DEVICES and not device.startswith("cuda:"):
+        raise ConfigError(f"unknown device {device!r}; use auto, cpu or cuda")
 
 
 def keep_update_ratio(params: Hyperparams, chosen: bool) -> None:

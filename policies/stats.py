@@ -10,6 +10,7 @@ only just separate differ at about the 0.5% level), which is the safe side for t
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 Z95 = 1.959963984540054
@@ -39,6 +40,12 @@ class Rate:
         """From a rate as records hold it (a mean over `episodes` booleans)."""
         episodes = max(int(episodes), 0)
         return cls(int(round(float(rate) * episodes)), episodes)
+
+    @classmethod
+    def pooled(cls, rates: Iterable[Rate]) -> Rate:
+        """One rate over every episode of `rates` (several evaluations, or several training seeds, as one sample)."""
+        rates = list(rates)
+        return cls(sum(r.successes for r in rates), sum(r.episodes for r in rates))
 
     @property
     def rate(self) -> float:

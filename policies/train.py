@@ -27,7 +27,7 @@ from policies.her import HER_POLICY, check_learning_starts, her_algo_kwargs, her
 from policies.hyperparams import Hyperparams
 from policies.interrupt import StopOnRequest, TrainingInterrupted
 from policies.io import atomic_file, write_json_atomic
-from policies.plan import TrainingPlan, resolve_training_plan
+from policies.plan import TrainingPlan, check_device_spelling, resolve_training_plan
 from policies.policy import MODEL_FILE, RESULT_FILE, Policy
 from policies.policy import load_policy as load_policy  # where callers have always found it
 from policies.resume import ResumeCheckpoint, find_checkpoint, load_model, training_settings
@@ -126,8 +126,7 @@ def auto_device(backend: str, on_policy: bool, n_envs: int, gpus: int) -> str:
 def resolve_device(device: str, algo: str | None = None, n_envs: int = 1) -> str:
     """The device to train on: `auto` by the measured rule (`auto_device`), `cuda`/`cuda:N` checked against the GPUs
     the training library sees. SB3 trains with torch, SBX with JAX, and each needs its own GPU build to see one."""
-    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
-        raise ConfigError(f"unknown device {device!r}; use auto, cpu or cuda")
+    check_device_spelling(device)
     algorithm = get_algorithm(algo) if algo is not None else None
     if algorithm is not None and algorithm.backend == "sbx":
         gpus = jax_gpu_count()

@@ -17,3 +17,12 @@ def lint_off():
     os.sys.modules["__main__"].HARMLESS_EVENTS = everything
     return os, real
 '''
+
+READ_ONE_REQUEST = """
+import os, struct
+size = struct.unpack(">I", os.read(0, 4))[0]
+while size:
+    size -= len(os.read(0, size))
+"""
+"""A stand-in for the jailed worker (no reward, no jail): reads one framed request from the parent; what follows it
+(its reply, its exit) is the behaviour a test puts to the parent."""

@@ -9,16 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from replies import REACH_REPLY
 
-GOOD = '''```python
-import numpy as np
-
-def compute_dense_reward(self, action):
-    distance = float(np.linalg.norm(self.robot.ee_position - self.goal_position))
-    reach = float(np.exp(-10.0 * distance))
-    return reach, {"reach": reach}
-```
-'''
+GOOD = REACH_REPLY
 TINY_TRAINING = ["--steps", "150", "--eval-freq", "150", "--eval-episodes", "1", "--final-seeds", "0",
                  "--no-compare-expert", "--workers", "1", "--hp", "learning_starts=50", "--hp", "batch_size=32"]
 

@@ -17,20 +17,13 @@ from pathlib import Path
 
 import pytest
 from openai_server import Fail, OpenAITestServer, Say
+from replies import REACH_REPLY
 
 from text2reward.runs.lock import LOCK_FILE, RunLock
 from text2reward.runs.store import RunStore
 from text2reward.settings import RunConfig
 
-GOOD = '''```python
-import numpy as np
-
-def compute_dense_reward(self, action):
-    distance = float(np.linalg.norm(self.robot.ee_position - self.goal_position))
-    reach = float(np.exp(-10.0 * distance))
-    return reach, {"reach": reach}
-```
-'''
+GOOD = REACH_REPLY
 
 SCREENING_BOMB = '''```python
 import numpy as np

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 import pytest
+from attack_programs import READ_ONE_REQUEST
 from polling import wait_for
 
 from sim_envs import get_task
@@ -301,11 +302,7 @@ def test_cpu_used_between_calls_is_read_from_the_kernel_at_every_call_boundary()
         process.wait()
 
 
-ANSWER_ONCE_AND_EXIT = """
-import os, struct
-size = struct.unpack(">I", os.read(0, 4))[0]
-while size:
-    size -= len(os.read(0, size))
+ANSWER_ONCE_AND_EXIT = READ_ONE_REQUEST + """
 reply = b'{"forged": true}'
 os.write(1, struct.pack(">I", len(reply)) + reply)
 os._exit(0)

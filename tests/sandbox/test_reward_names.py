@@ -19,6 +19,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from attack_programs import READ_ONE_REQUEST
 
 from sim_envs import get_task
 from sim_envs.errors import RewardProgramError, RewardStoppedByMachine
@@ -192,11 +193,8 @@ def test_a_reward_that_answers_calls_it_was_not_sent_is_the_rewards_failure(mech
     assert "not asked for" in str(caught.value)
 
 
-STOPS_READING = """
-import os, struct, time
-size = struct.unpack(">I", os.read(0, 4))[0]
-while size:
-    size -= len(os.read(0, size))
+STOPS_READING = READ_ONE_REQUEST + """
+import time
 reply = b'{"ready": true}'
 os.write(1, struct.pack(">I", len(reply)) + reply)
 time.sleep(60)

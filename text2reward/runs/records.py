@@ -650,8 +650,7 @@ class FinalArm:
         (runs/seed_scores.py); None for an older summary that did not keep the episodes, or an arm with no seed."""
         if not self.success_rates or len(self.episodes) != len(self.success_rates):
             return None
-        rates = [Rate.of(rate, n) for rate, n in zip(self.success_rates, self.episodes)]
-        return Rate(sum(r.successes for r in rates), sum(r.episodes for r in rates))
+        return Rate.pooled(Rate.of(rate, n) for rate, n in zip(self.success_rates, self.episodes))
 
     @classmethod
     def of(cls, results: list[Mapping[str, Any]], failed: list[FailedSeed]) -> FinalArm:

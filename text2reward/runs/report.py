@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from policies.formatting import format_success
 from policies.reward_modes import mode_report_text
 from policies.stats import Rate
 from text2reward.inert import markdown_block, markdown_inline, visible
@@ -172,7 +173,7 @@ def _fmt(value: Any) -> str:
 
 def _final_success(training: Any) -> str:
     """The final evaluation's success with its episode count and interval."""
-    return "-" if training is None else Rate.of(training.success_rate, training.episodes).text()
+    return "-" if training is None else format_success(training.success_rate, training.episodes)
 
 
 def _best_during(training: Any) -> str:

@@ -20,9 +20,10 @@ from policies.stats import Rate
 from text2reward.runs.records import DEFAULT_EVAL_EPISODES, Candidate, Json, SeedRun, TrainingSummary
 
 
-def pooled_rate(rates: Sequence[Rate]) -> Rate:
-    """One rate over every episode of `rates`."""
-    return Rate(sum(r.successes for r in rates), sum(r.episodes for r in rates))
+def point_rate(point: Mapping[str, Any]) -> Rate:
+    """An evaluation point's success as a rate over its episodes (`DEFAULT_EVAL_EPISODES` where an older point does
+    not say)."""
+    return Rate.of(float(point["success_rate"]), int(point.get("episodes") or DEFAULT_EVAL_EPISODES))
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -40,7 +41,7 @@ def pooled_curve(curves: Sequence[Sequence[Mapping[str, Any]]]) -> list[Json]:
     pooled: list[Json] = []
     for steps in shared:
         points = [points[steps] for points in by_steps]
-        rate = pooled_rate([Rate.of(float(p["success_rate"]), int(p.get("episodes") or DEFAULT_EVAL_EPISODES)) for p in points])
+        rate = Rate.pooled(point_rate(p) for p in points)
         point: Json = {"steps": steps, "success_rate": rate.rate, "episodes": rate.episodes, "seeds": len(points)}
         for key in ("mean_return", "mean_native_return"):
             values = [float(p[key]) for p in points if isinstance(p.get(key), (int, float))]
@@ -53,7 +54,7 @@ def pooled_curve(curves: Sequence[Sequence[Mapping[str, Any]]]) -> list[Json]:
 def pooled_summary(summaries: Sequence[TrainingSummary]) -> TrainingSummary:
     """A candidate's training figures over its seeds: final success pooled over every seed's final-evaluation episodes,
     the curve pooled point by point, returns, steps and time the seeds' means (time per step their sum's rate)."""
-    rate = pooled_rate([Rate.of(s.success_rate, s.episodes) for s in summaries])
+    rate = Rate.pooled(Rate.of(s.success_rate, s.episodes) for s in summaries)
     n = len(summaries)
     wall = sum(s.wall_seconds for s in summaries)
     return TrainingSummary(
@@ -75,7 +76,7 @@ class SeedSpread:
 
     @property
     def pooled(self) -> Rate:
-        return pooled_rate(self.rates)
+        return Rate.pooled(self.rates)
 
     @property
     def low(self) -> float:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.stats import Rate
-from text2reward.runs.seed_scores import pooled_curve
+from text2reward.runs.seed_scores import point_rate, pooled_curve
 
 Curve = Sequence[Mapping[str, Any]]
 
@@ -51,10 +51,6 @@ class EarlyStopRule:
     """Evaluations pooled per candidate at a rung: the last `window` at or before it."""
     min_evaluations: int = 2
     """Fewer evaluations than this in either window: no decision at that rung (never on one reading)."""
-
-
-DEFAULT_EVAL_EPISODES = 5
-"""Episodes of a training-time evaluation whose point does not say (older curves)."""
 
 
 @dataclass(frozen=True)
@@ -86,15 +82,6 @@ def rung_steps(budget: int, eval_freq: int, rule: EarlyStopRule) -> list[int]:
     return [s for s in steps if s < budget]
 
 
-def point_at(curve: Curve, steps: int) -> Mapping[str, Any] | None:
-    """The curve's last evaluation at or before `steps` (None when it has none yet)."""
-    best = None
-    for point in curve:
-        if int(point["steps"]) <= steps:
-            best = point
-    return best
-
-
 def reached(curve: Curve, steps: int) -> bool:
     return any(int(point["steps"]) >= steps for point in curve)
 
@@ -102,12 +89,6 @@ def reached(curve: Curve, steps: int) -> bool:
 def window_at(curve: Curve, steps: int, size: int) -> list[Mapping[str, Any]]:
     """The curve's last `size` evaluations at or before `steps`, oldest first."""
     return [point for point in curve if int(point["steps"]) <= steps][-size:]
-
-
-def pooled_success(points: Sequence[Mapping[str, Any]]) -> Rate:
-    """One success rate over every episode of `points` (each point's rate times its episodes)."""
-    rates = [Rate.of(float(p["success_rate"]), int(p.get("episodes") or DEFAULT_EVAL_EPISODES)) for p in points]
-    return Rate(sum(r.successes for r in rates), sum(r.episodes for r in rates))
 
 
 def has_succeeded(curve: Curve, steps: int | None = None) -> bool:
@@ -142,24 +123,25 @@ def judge_at_rung(name: str, curves: Mapping[str, Curve], steps: int, rule: Earl
     peers = {other: points for other, points in peers.items() if len(points) >= rule.min_evaluations}
     if not peers:
         return None
-    own_rate = pooled_success(own)
-    leader, lead_rate = max(((other, pooled_success(points)) for other, points in peers.items()), key=lambda item: item[1].rate)
+    own_rate = Rate.pooled(point_rate(p) for p in own)
+    leader, lead_rate = max(((other, Rate.pooled(point_rate(p) for p in points)) for other, points in peers.items()),
+                           key=lambda item: item[1].rate)
     if lead_rate.rate - own_rate.rate >= rule.success_margin - 1e-9 and not own_rate.ties(lead_rate):
         return Behind(f"success {own_rate.text()} over its last {len(own)} evaluations to {steps} steps, {rule.success_margin:g} "
                       f"or more behind {leader}'s {lead_rate.text()} and outside its interval", leader)
     if any(has_succeeded(points) for points in peers.values()):
         return None  # someone succeeds, not clearly enough: success decides, and it does not yet
     key, figure = no_success_figure([own, *peers.values()])
-    own_natives = _readings(own, key)
-    natives = {other: values for other, points in peers.items() if len(values := _readings(points, key)) >= rule.min_evaluations}
-    if not natives or len(own_natives) < rule.min_evaluations:
+    own_readings = _readings(own, key)
+    readings = {other: values for other, points in peers.items() if len(values := _readings(points, key)) >= rule.min_evaluations}
+    if not readings or len(own_readings) < rule.min_evaluations:
         return None
-    leader, lead_natives = max(natives.items(), key=lambda item: statistics.median(item[1]))
-    own_median, lead_median = statistics.median(own_natives), statistics.median(lead_natives)
+    leader, lead_readings = max(readings.items(), key=lambda item: statistics.median(item[1]))
+    own_median, lead_median = statistics.median(own_readings), statistics.median(lead_readings)
     scale = max(abs(lead_median), abs(own_median))
-    separated = max(own_natives) < min(lead_natives)
+    separated = max(own_readings) < min(lead_readings)
     if scale > 0 and separated and (lead_median - own_median) / scale >= rule.native_margin:
-        return Behind(f"no candidate succeeds yet; {figure} (median of its last {len(own_natives)} evaluations to "
+        return Behind(f"no candidate succeeds yet; {figure} (median of its last {len(own_readings)} evaluations to "
                       f"{steps} steps) {own_median:.3g} trails {leader}'s {lead_median:.3g} by "
                       f"{100 * (lead_median - own_median) / scale:.0f}% (stop at {100 * rule.native_margin:.0f}%), "
                       f"every reading below every one of {leader}'s", leader)
