@@ -256,7 +256,8 @@ def resolve_setup(config: TrainConfig, plan: TrainingPlan, task: Task, reward_fn
 def build_envs(task: Task, reward_fn: RewardFunction, seed: int, plan: TrainingSetup, out: Path, resumed: bool) -> tuple[Any, Any]:
     """The vectorised training envs (monitored into `out/monitor`), then the separate evaluation env."""
     train_env = make_vec_env(
-        lambda: make_task_env(task, reward_fn, seed=seed, reward_mode=plan.mode, gamma=plan.gamma, flatten=plan.flatten),
+        lambda: make_task_env(task, reward_fn, seed=seed, reward_mode=plan.mode, gamma=plan.gamma, flatten=plan.flatten,
+                              measure_progress=False),  # only the evaluation env's episodes are graded
         n_envs=plan.params.n_envs,
         seed=seed,
         monitor_dir=str(out / "monitor"),

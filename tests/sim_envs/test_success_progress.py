@@ -330,3 +330,19 @@ def test_own_robot_scripted_push_ranks_above_random():
     random, seen = _random_progress(task, steps=task.max_episode_steps)
     assert _episode_progress(progress, task.success_mode) == 1.0 > random
     assert all((p == 1.0) == holds for p, holds in seen)
+
+
+def test_a_training_env_skips_the_grading_an_evaluation_env_does():
+    """Only evaluations read progress, so the training env (`measure_progress=False`) leaves it out of `info`; the same
+    steps in an evaluation env are graded."""
+    task = get_task("metaworld/reach-v3")
+    infos = {}
+    for measure in (True, False):
+        env = make_task_env(task, SparseReward(), seed=0, measure_progress=measure)
+        try:
+            env.reset(seed=0)
+            infos[measure] = env.step(np.zeros(4))[4]
+        finally:
+            env.close()
+    assert 0.0 <= infos[True]["rule_progress"] <= 1.0 and "step_progress" in infos[True]
+    assert "rule_progress" not in infos[False] and "step_progress" not in infos[False]
