@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from policies.score import Score, score_of
 from policies.stats import Rate
 from text2reward.runs.records import DEFAULT_EVAL_EPISODES, Candidate
 
@@ -33,38 +34,32 @@ class Standing:
 
     id: str
     success: Rate
-    area: float
-    """The mean success rate over the training curve's evaluations."""
+    score: Score
+    """policies.score's score: the mean success over the training curve's evaluations plus the final progress toward
+    the success rule (the area alone in records from before progress was measured)."""
     native_return: float
     order: tuple[int, int, int]
     """(round, sample, tuned): earlier first."""
-    progress: float | None = None
-    """The final evaluation's mean progress toward the success rule; None in records from before it was measured."""
-    progress_se: float = 0.0
 
     @property
-    def score(self) -> float:
-        """policies.score's score: the curve's area plus the final progress (the area alone without progress)."""
-        return self.area + (self.progress if self.progress is not None else 0.0)
+    def progress(self) -> float | None:
+        """The final evaluation's mean progress toward the success rule; None in records from before it was measured."""
+        return self.score.progress
 
     @property
     def key(self) -> tuple[float, float, float, int, int, int]:
-        return (self.success.rate, self.score, self.native_return, -self.order[0], -self.order[1], -self.order[2])
+        return (self.success.rate, self.score.value, self.native_return, -self.order[0], -self.order[1], -self.order[2])
 
 
 def standing(candidate: Candidate) -> Standing:
     training = candidate.training
-    curve = (training.curve if training is not None else None) or [{"success_rate": 0.0}]
-    area = sum(float(p["success_rate"]) for p in curve) / len(curve)
     progress = training.progress if training is not None else None
     return Standing(
         id=candidate.id,
         success=Rate.of(training.success_rate, training.episodes) if training is not None else Rate.of(0.0, DEFAULT_EVAL_EPISODES),
-        area=area,
+        score=score_of(training.curve if training is not None else [], *(progress or (None, None))),
         native_return=training.mean_native_return if training is not None else float("-inf"),
         order=(candidate.round, candidate.sample, 1 if candidate.parent else 0),
-        progress=progress[0] if progress is not None else None,
-        progress_se=progress[1] if progress is not None else 0.0,
     )
 
 
