@@ -1,0 +1,9 @@
+"""First draft for metaworld/handle-press-v3: reach the handle, then press it down."""
+
+import numpy as np
+
+
+def compute_dense_reward(self, action):
+    tcp_to_handle = float(np.linalg.norm(self.robot.ee_position - self.obj.position))
+    handle_to_goal = abs(float(self.obj.position[2] - self.goal_position[2]))
+    return -tcp_to_handle - 5.0 * handle_to_goal, {"tcp_to_handle": tcp_to_handle, "handle_to_goal": handle_to_goal}

@@ -1,0 +1,308 @@
+"""Does the loop pick the better reward or the luckier seed? Its picks against a 5-seed re-training of every candidate.
+
+Why: a round's pick and "best so far" decide what the next prompt builds on. If the pick follows one training seed's
+luck, refinement is a random walk. For each task this benchmark takes rounds of rewards from two sources,
+
+- **heuristic**: the heuristic backend's two rounds (`RewardSearch`, K candidates per round, early stopping on): the
+  loop's own picks, as it made them, are read from the run (`runs.ranking`);
+- **pairs**: a fixed round-0/round-1 pair that ships with the benchmark: a first draft
+  (`benchmarks/refinement_drafts/`) and the expert rewrite of the same task (`prompts/examples/`); the loop's decision
+  between them is its ranking statistic on S loop seeds (0..S-1), computed for S = 1..--max-seeds, and the rule from
+  before seed-aware scores (one seed, final success then native return) on the same trainings;
+
+then re-trains every candidate to the full budget on 5 held-out seeds (100..104, never a loop seed) with
+`t2r train` (the reward in the jail, as in the loop), and reads each seed's score (policies.score: success-curve area
+plus final progress toward the task's own success rule). The truth is the 5-seed mean; two rewards differ "beyond
+noise" when Welch's t-test on their 5 per-seed scores gives p < 0.05. Reported per decision: the pick, the truth's
+best, agreement; per rule: agreement where the truth is beyond noise (target >= 90%); the round-1 minus round-0 gain
+with its 95% interval over the held-out seeds; for the heuristic runs, each stopped candidate against its leader
+(a stop is wrong when the stopped one's 5-seed mean is above its leader's) and the steps the stops saved.
+
+Every training writes its folder under --out and is reused when its result.json exists, so an interrupted benchmark
+resumes where it stopped.
+
+    python benchmarks/refinement_gain.py                                      # 6 tasks: hours on 2 cores
+    python benchmarks/refinement_gain.py --tasks metaworld/drawer-close-v3 --sources pairs --steps 6000
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from scipy import stats
+from timing import parse_steps
+
+from policies.score import result_score
+from policies.stats import Rate
+
+ROOT = Path(__file__).resolve().parent.parent
+DRAFTS = Path(__file__).resolve().parent / "refinement_drafts"
+EXAMPLES = ROOT / "prompts" / "examples"
+DEFAULT_TASKS = ["metaworld/reach-v3", "metaworld/drawer-close-v3", "metaworld/button-press-topdown-v3",
+                 "metaworld/handle-press-v3", "metaworld/plate-slide-v3", "metaworld/window-open-v3"]
+"""Six MetaWorld tasks with an expert rewrite in prompts/examples that SAC solves within ~10-30k steps."""
+TRUTH_SEEDS = (100, 101, 102, 103, 104)
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class Reward:
+    task: str
+    label: str
+    """"draft", "expert rewrite", or the heuristic run's candidate id (r0-s1)."""
+    round: int
+    code: Path
+
+
+@dataclass(frozen=True)
+class SeedResult:
+    seed: int
+    score: float
+    success: Rate
+    native_return: float
+    steps: int
+
+
+@dataclass
+class Decision:
+    """One choice the loop makes among rewards, against the held-out truth."""
+
+    task: str
+    source: str
+    what: str
+    """"round 0", "round 1", "best so far" or "r1 vs r0"."""
+    rule: str
+    pick: str
+    truth_best: str
+    beyond_noise: bool
+    p_value: float
+    cost_seeds: int
+    means: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def agrees(self) -> bool:
+        return self.pick == self.truth_best
+
+
+def train_once(reward: Reward, seed: int, steps: int, out: Path, hp: Sequence[str]) -> SeedResult:
+    """`t2r train` on one seed (the reward jailed, the full budget); an existing result.json is read, not retrained."""
+    folder = out / reward.task.replace("/", "__") / f"{reward.label.replace(' ', '_')}-{_digest(reward.code)}" / f"seed{seed}-{steps}"
+    result_file = folder / "result.json"
+    if not result_file.exists():
+        command = [sys.executable, "-m", "text2reward.cli", "train", "--task", reward.task, "--reward", str(reward.code),
+                   "--steps", str(steps), "--seed", str(seed), "--out", str(folder)]
+        for item in hp:
+            command += ["--hp", item]
+        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+        if done.returncode != 0 or not result_file.exists():
+            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise SystemExit(f"training {reward.task} {reward.label} seed {seed} failed: {tail[0]}")
+    result = json.loads(result_file.read_text())
+    return SeedResult(seed=seed, score=result_score(result).value,
+                      success=Rate.of(float(result["success_rate"]), int(result.get("final_eval_episodes") or result["eval_episodes"])),
+                      native_return=float(result["mean_native_return"]), steps=int(result["steps"]))
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:8]
+
+
+def loop_key(results: Sequence[SeedResult]) -> tuple[float, float, float]:
+    """The loop's ranking statistic over its seeds, in runs.ranking's order: pooled final success, then the mean
+    score, then the mean native return."""
+    return (Rate.pooled(r.success for r in results).rate, sum(r.score for r in results) / len(results),
+            sum(r.native_return for r in results) / len(results))
+
+
+def before_key(results: Sequence[SeedResult]) -> tuple[float, float]:
+    """The rule before seed-aware scores: seed 0's final success, then its native return."""
+    return (results[0].success.rate, results[0].native_return)
+
+
+def truth_decision(truth: dict[str, list[float]]) -> tuple[str, bool, float]:
+    """(the best by held-out mean score, whether it beats the runner-up beyond noise, Welch's p)."""
+    ordered = sorted(truth, key=lambda label: sum(truth[label]) / len(truth[label]), reverse=True)
+    best, second = ordered[0], ordered[1]
+    a, b = truth[best], truth[second]
+    if max(a) == min(a) and max(b) == min(b):
+        p = 1.0 if a[0] == b[0] else 0.0
+    else:
+        p = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+    return best, p < ALPHA, p
+
+
+def gain_interval(later: Sequence[float], earlier: Sequence[float]) -> tuple[float, float, float]:
+    """(mean, low, high) of the round-1 minus round-0 score over the held-out seeds, paired by seed, 95% t-interval."""
+    diffs = [a - b for a, b in zip(later, earlier)]
+    mean = sum(diffs) / len(diffs)
+    if len(diffs) < 2:
+        return mean, mean, mean
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
+    half = float(stats.t.ppf(0.975, len(diffs) - 1)) * sd / math.sqrt(len(diffs))
+    return mean, mean - half, mean + half
+
+
+def pair_rewards(task: str) -> list[Reward]:
+    name = task.replace("/", "__") + ".py"
+    draft, expert = DRAFTS / name, EXAMPLES / name
+    if not draft.exists() or not expert.exists():
+        raise SystemExit(f"{task}: no shipped pair ({draft.relative_to(ROOT)} and {expert.relative_to(ROOT)}); "
+                         f"choose among {', '.join(DEFAULT_TASKS)}")
+    return [Reward(task, "draft", 0, draft), Reward(task, "expert rewrite", 1, expert)]
+
+
+def pair_decisions(task: str, steps: int, args: argparse.Namespace, pool: ThreadPoolExecutor) -> tuple[list[Decision], tuple]:
+    rewards = pair_rewards(task)
+    loop_seeds = list(range(args.max_seeds))
+    jobs = {(r.label, s): pool.submit(train_once, r, s, steps, args.out, args.hp) for r in rewards for s in [*loop_seeds, *TRUTH_SEEDS]}
+    results = {key: job.result() for key, job in jobs.items()}
+    truth = {r.label: [results[r.label, s].score for s in TRUTH_SEEDS] for r in rewards}
+    best, beyond, p = truth_decision(truth)
+    means = {label: sum(v) / len(v) for label, v in truth.items()}
+    decisions = []
+    seeds_of = {r.label: [results[r.label, s] for s in loop_seeds] for r in rewards}
+    pick = max(seeds_of, key=lambda label: before_key(seeds_of[label]))
+    decisions.append(Decision(task, "pairs", "r1 vs r0", "before: 1 seed, success then return", pick, best, beyond, p, 1, means))
+    for s in range(1, args.max_seeds + 1):
+        pick = max(seeds_of, key=lambda label: loop_key(seeds_of[label][:s]))
+        decisions.append(Decision(task, "pairs", "r1 vs r0", f"after: {s} seed(s), loop statistic", pick, best, beyond, p, s, means))
+    gain = gain_interval(truth["expert rewrite"], truth["draft"])
+    return decisions, gain
+
+
+def heuristic_decisions(task: str, steps: int, args: argparse.Namespace, pool: ThreadPoolExecutor) -> tuple[list[Decision], tuple, list[Stop], int]:
+    """The heuristic's two rounds as the loop ran them, each candidate re-trained on the held-out seeds."""
+    from text2reward import RewardSearch  # noqa: PLC0415 - the loop only for this source
+    from text2reward.runs.ranking import best_candidate  # noqa: PLC0415
+    from text2reward.runs.store import RunStore  # noqa: PLC0415
+
+    run_dir = args.out / "runs" / task.replace("/", "__")
+    marker = run_dir / "run_id"
+    if marker.exists():
+        store = RunStore.open(run_dir, marker.read_text().strip())
+    else:
+        search = RewardSearch(task, backend="heuristic", rounds=2, samples=args.samples, steps=steps, workers=args.workers,
+                              seed=0, candidate_seeds=args.candidate_seeds, final_seeds=0, video=False, runs_dir=run_dir)
+        store = RunStore(search.run().run_dir)
+        marker.write_text(store.run_id)
+    candidates = [c for c in store.candidates() if c.has_training and c.code_file]
+    rewards = {c.id: Reward(task, c.id, c.round, store.root / str(c.code_file)) for c in candidates}
+    jobs = {(cid, s): pool.submit(train_once, r, s, steps, args.out, args.hp) for cid, r in rewards.items() for s in TRUTH_SEEDS}
+    truth = {cid: [jobs[cid, s].result().score for s in TRUTH_SEEDS] for cid in rewards}
+    means = {cid: sum(v) / len(v) for cid, v in truth.items()}
+    decisions = []
+    picks: dict[str, str] = {}
+    for what, members in (("round 0", [c for c in candidates if c.round == 0]), ("round 1", [c for c in candidates if c.round == 1]),
+                          ("best so far", candidates)):
+        if len(members) < 2:
+            continue
+        chosen = best_candidate(members)
+        best, beyond, p = truth_decision({c.id: truth[c.id] for c in members})
+        picks[what] = chosen.id if chosen else "-"
+        decisions.append(Decision(task, "heuristic", what, f"loop as run, {args.candidate_seeds} seed(s)", picks[what], best, beyond, p,
+                                  args.candidate_seeds, {c.id: means[c.id] for c in members}))
+    gain = (gain_interval(truth[picks["best so far"]], truth[picks["round 0"]])
+            if "best so far" in picks and "round 0" in picks else (float("nan"),) * 3)
+    stops = []
+    for c in candidates:
+        if c.stopped_early is not None and c.stopped_early.leader in truth:
+            leader = c.stopped_early.leader
+            wrong = means[c.id] > means[leader]
+            stops.append(Stop(task, c.id, leader, means[c.id], means[leader], wrong, c.stopped_early.steps or steps, steps))
+    return decisions, gain, stops, len(candidates) * steps * args.candidate_seeds
+
+
+@dataclass(frozen=True)
+class Stop:
+    """An early stop in a heuristic run, against the held-out truth of the stopped candidate and its leader."""
+
+    task: str
+    stopped: str
+    leader: str
+    stopped_mean: float
+    leader_mean: float
+    wrong: bool
+    """The stopped candidate's 5-seed mean is above its leader's: at the full budget it would have won."""
+    trained: int
+    budget: int
+
+    def text(self) -> str:
+        return (f"{self.task} {self.stopped} stopped at {self.trained:,} of {self.budget:,} steps below {self.leader}: "
+                f"held-out means {self.stopped_mean:.2f} vs {self.leader_mean:.2f} ({'WRONG' if self.wrong else 'right'})")
+
+
+def agreement(decisions: Sequence[Decision], rule: str) -> str:
+    mine = [d for d in decisions if d.rule == rule]
+    beyond = [d for d in mine if d.beyond_noise]
+    agree_beyond = sum(d.agrees for d in beyond)
+    return (f"{agree_beyond}/{len(beyond)} beyond noise"
+            + (f" ({agree_beyond / len(beyond):.0%})" if beyond else "") + f"; {sum(d.agrees for d in mine)}/{len(mine)} in all")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="+", default=DEFAULT_TASKS)
+    parser.add_argument("--sources", nargs="+", default=["pairs", "heuristic"], choices=["pairs", "heuristic"])
+    parser.add_argument("--steps", nargs="*", default=["20000"], metavar="N|TASK=N", help="training steps per job (default 20000)")
+    parser.add_argument("--max-seeds", type=int, default=3, help="loop seeds S tried for the pairs' decision (1..S; default 3)")
+    parser.add_argument("--candidate-seeds", type=int, default=1, help="--candidate-seeds of the heuristic runs (default 1)")
+    parser.add_argument("--samples", type=int, default=2, help="candidates per round of the heuristic runs (default 2)")
+    parser.add_argument("--workers", type=int, default=2, help="trainings at a time (default 2)")
+    parser.add_argument("--hp", nargs="*", default=[], metavar="KEY=VALUE", help="hyper-parameter overrides for every training")
+    parser.add_argument("--out", type=Path, default=Path("out/refinement_gain"))
+    args = parser.parse_args(argv)
+    budgets = parse_steps(args.steps, dict.fromkeys(args.tasks, 20_000))
+    print(f"# {len(budgets)} task(s), sources {', '.join(args.sources)}; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}", flush=True)
+    started = time.perf_counter()
+    decisions: list[Decision] = []
+    gains: list[str] = []
+    stops: list[Stop] = []
+    budgeted = 0
+    with ThreadPoolExecutor(args.workers) as pool:
+        for task, steps in budgets.items():
+            if "pairs" in args.sources:
+                found, gain = pair_decisions(task, steps, args, pool)
+                decisions += found
+                gains.append(f"| {task} | pairs: expert rewrite - draft | {gain[0]:+.2f} [{gain[1]:+.2f}, {gain[2]:+.2f}] |")
+            if "heuristic" in args.sources:
+                found, gain, task_stops, task_budget = heuristic_decisions(task, steps, args, pool)
+                decisions += found
+                stops += task_stops
+                budgeted += task_budget
+                gains.append(f"| {task} | heuristic: best so far - round-0 pick | {gain[0]:+.2f} [{gain[1]:+.2f}, {gain[2]:+.2f}] |")
+            print(f"# {task} done, {time.perf_counter() - started:.0f} s; load {os.getloadavg()[0]:.2f}", flush=True)
+    print(f"\nbudget per training {', '.join(f'{t} {s:,}' for t, s in budgets.items())}; truth: seeds {TRUTH_SEEDS}, "
+          f"score = success-curve area + final progress (policies.score), Welch p < {ALPHA} = beyond noise\n")
+    print("| task | source | decision | rule | pick | 5-seed best | held-out means | Welch p | agrees |")
+    print("| --- | --- | --- | --- | --- | --- | --- | ---: | --- |")
+    for d in decisions:
+        means = ", ".join(f"{k} {v:.2f}" for k, v in d.means.items())
+        print(f"| {d.task} | {d.source} | {d.what} | {d.rule} | {d.pick} | {d.truth_best} | {means} | {d.p_value:.3f} "
+              f"| {'yes' if d.agrees else 'NO'}{'' if d.beyond_noise else ' (within noise)'} |")
+    print("\n| rule | seeds per candidate | agreement with the 5-seed ranking |")
+    print("| --- | ---: | --- |")
+    for rule in dict.fromkeys(d.rule for d in decisions):
+        print(f"| {rule} | {next(d.cost_seeds for d in decisions if d.rule == rule)} | {agreement(decisions, rule)} |")
+    print("\n| task | gain | mean [95% interval over held-out seeds] |\n| --- | --- | --- |")
+    print("\n".join(gains))
+    if stops:
+        wrong = sum(s.wrong for s in stops)
+        print(f"\nEarly stops against their leaders: {wrong} of {len(stops)} wrong; they saved "
+              f"{sum(s.budget - s.trained for s in stops):,} of the heuristic rounds' {budgeted:,} budgeted steps\n"
+              + "\n".join(f"- {s.text()}" for s in stops))
+    print(f"\ntotal {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""benchmarks/refinement_gain.py's decisions: the loop's statistic vs the rule before it, against a held-out truth."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+from policies.stats import Rate
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        yield importlib.import_module("refinement_gain")
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def seed(bench, score: float, successes: int, native: float, episodes: int = 30):
+    return bench.SeedResult(seed=0, score=score, success=Rate(successes, episodes), native_return=native, steps=1000)
+
+
+def test_the_truth_separates_clear_differences_and_calls_overlaps_noise(bench):
+    best, beyond, p = bench.truth_decision({"a": [0.50, 0.52, 0.49, 0.51, 0.50], "b": [0.20, 0.22, 0.19, 0.21, 0.18]})
+    assert (best, beyond) == ("a", True) and p < 0.001
+    best, beyond, p = bench.truth_decision({"a": [0.1, 0.9, 0.2, 0.8, 0.5], "b": [0.5, 0.4, 0.6, 0.3, 0.45]})
+    assert best == "a" and not beyond and p > 0.5
+    # identical constant scores: a tie, never "beyond noise"; different constants: as far apart as can be
+    assert bench.truth_decision({"a": [0.3] * 5, "b": [0.3] * 5})[1] is False
+    assert bench.truth_decision({"a": [0.4] * 5, "b": [0.3] * 5})[:2] == ("a", True)
+
+
+def test_the_loop_statistic_reads_score_and_all_seeds_where_the_old_rule_read_one_seeds_return(bench):
+    lucky = [seed(bench, 0.30, 0, native=900.0), seed(bench, 0.10, 0, native=100.0)]
+    steady = [seed(bench, 0.25, 0, native=300.0), seed(bench, 0.25, 0, native=300.0)]
+    assert bench.before_key(lucky) > bench.before_key(steady)          # seed 0's return decided
+    assert bench.loop_key(lucky[:1]) > bench.loop_key(steady[:1])      # one seed: the lucky one still wins
+    assert bench.loop_key(steady) > bench.loop_key(lucky)              # two seeds: the steadier reward
+    succeeded = [seed(bench, 0.10, 3, native=0.0)]
+    assert bench.loop_key(succeeded) > bench.loop_key(steady)          # pooled success comes first, as in runs.ranking
+
+
+def test_the_gain_is_paired_by_seed(bench):
+    mean, low, high = bench.gain_interval([0.5, 0.7, 0.9], [0.4, 0.6, 0.8])
+    assert mean == pytest.approx(0.1) and low == pytest.approx(0.1) and high == pytest.approx(0.1)
+    mean, low, high = bench.gain_interval([0.5, 0.2, 0.9], [0.4, 0.6, 0.8])
+    assert low < 0 < high
+
+
+def test_every_default_task_ships_its_pair(bench):
+    for task in bench.DEFAULT_TASKS:
+        draft, expert = bench.pair_rewards(task)
+        assert draft.code.exists() and expert.code.exists() and draft.round == 0 and expert.round == 1
+    with pytest.raises(SystemExit, match="no shipped pair"):
+        bench.pair_rewards("metaworld/assembly-v3")
