@@ -1,4 +1,4 @@
-"""What a trial is scored by: the area under its success curve, with the native return as a tie-breaker.
+"""What a trial is scored by: the area under its success curve, with progress toward the success rule as a tie-breaker.
 
 Why the area and not the final evaluation: a final evaluation is E episodes at one moment, and two trainings of
 the same reward on different seeds often differ there by several of them; the area averages every evaluation
@@ -8,12 +8,14 @@ stopped at the run's success threshold keeps its last value to the end of the bu
 
 Why success first: it is the task's own test, the figure every candidate is ranked by (runs/ranking.py).
 Why a tie-breaker: with a short budget many trials end at the same success rate (often 0), and the sampler
-then learns nothing from them; the native return (the task's expert reward, recorded at every evaluation
-and never trained on) still says which got closer. Why it can never outweigh success: success rates move in
-steps of 1/E (E evaluation episodes), and the tie-breaker lies in (0, 1) times a weight of 1/(2E), so two
-trials' tie-breakers differ by less than half a success step. The native return is squashed by
-sign(x)*log1p(|x|) and an arctangent: monotone, bounded, and still sensitive across tasks whose returns
-differ by orders of magnitude (Fetch's lie in -50..0, MetaWorld's in 0..5000).
+then learns nothing from them. The tie-breaker is what ranks candidates after success (runs/ranking.py,
+policies.score): each evaluation's mean progress toward the task's own success rule, in [0, 1], measured from the
+simulator and never from the trial's reward. An evaluation from before progress was measured falls back to the
+native return (the task's expert reward, recorded at every evaluation and never trained on), squashed by
+sign(x)*log1p(|x|) and an arctangent: monotone, bounded, and still sensitive across tasks whose returns differ by
+orders of magnitude (Fetch's lie in -50..0, MetaWorld's in 0..5000). Why it can never outweigh success: success
+rates move in steps of 1/E (E evaluation episodes), and the tie-breaker lies in [0, 1] times a weight of 1/(2E),
+so two trials' tie-breakers differ by at most half a success step.
 """
 
 from __future__ import annotations
@@ -36,9 +38,18 @@ def tie_weight(eval_episodes: int) -> float:
     return 0.5 / max(1, int(eval_episodes))
 
 
+def tie_breaker(point: Mapping[str, Any]) -> float:
+    """In [0, 1]: the evaluation's mean progress toward the success rule, or its squashed native return where
+    progress was not measured (older curves, tasks without a graded rule)."""
+    progress = point.get("mean_progress")
+    if isinstance(progress, (int, float)) and math.isfinite(progress):
+        return min(1.0, max(0.0, float(progress)))
+    return squash(point.get("mean_native_return"))
+
+
 def objective(point: Mapping[str, Any], eval_episodes: int) -> float:
-    """The score of an evaluation ({success_rate, mean_native_return}) or of a training's final result."""
-    return float(point["success_rate"]) + tie_weight(eval_episodes) * squash(point.get("mean_native_return"))
+    """The score of an evaluation ({success_rate, mean_progress, mean_native_return}) or of a training's final result."""
+    return float(point["success_rate"]) + tie_weight(eval_episodes) * tie_breaker(point)
 
 
 def curve_objective(curve: Sequence[Mapping[str, Any]], eval_episodes: int, budget: int | None = None) -> float:
