@@ -62,6 +62,7 @@ def test_a_finished_old_run_shows_reports_and_renders(run, runs):
     assert listed.returncode == 0 and run_id in {r["run_id"] for r in json.loads(listed.stdout)}
     shown = cli("runs", "show", run_id, "--runs-dir", str(runs))
     assert shown.returncode == 0 and "finished" in shown.stdout and "heuristic (rule-based" in shown.stdout, shown.stderr
+    assert "episodes, 95% interval" in shown.stdout  # a round's best success with its episodes, never a bare float
     store = RunStore(runs / run_id)
     report = write_report(store).read_text()
     assert "heuristic (rule-based, no language model)" in report and "## Final comparison" in report
