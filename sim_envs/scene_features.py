@@ -19,7 +19,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from sim_envs.object_facts import geoms_box
 from sim_envs.view_base import dotted_attribute
 
 SCENE_FILE = Path(__file__).with_name("scene_features.json")
@@ -107,12 +106,35 @@ def feature_geoms(model: Any, spec: FeatureSpec) -> list[int]:
     return solid or geoms
 
 
+MESH = 7
+"""mujoco.mjtGeom.mjGEOM_MESH (not imported: reading a model needs no more of MuJoCo's module)."""
+
+
+def geoms_extent(model: Any, data: Any, geoms: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) corners of the world-aligned box around `geoms`: a mesh's own vertices (its precomputed box, turned
+    with a rotated mesh, can overshoot by centimetres: the handle's base reached 11 cm below the table), any other
+    geom's box (`geom_aabb`) turned by its frame."""
+    low, high = np.full(3, np.inf), np.full(3, -np.inf)
+    for g in geoms:
+        rotation = data.geom_xmat[g].reshape(3, 3)
+        if int(model.geom_type[g]) == MESH:
+            mesh = int(model.geom_dataid[g])
+            start, count = int(model.mesh_vertadr[mesh]), int(model.mesh_vertnum[mesh])
+            points = data.geom_xpos[g] + model.mesh_vert[start : start + count] @ rotation.T
+            low, high = np.minimum(low, points.min(axis=0)), np.maximum(high, points.max(axis=0))
+            continue
+        centre = data.geom_xpos[g] + rotation @ model.geom_aabb[g, :3]
+        half = np.abs(rotation) @ model.geom_aabb[g, 3:]
+        low, high = np.minimum(low, centre - half), np.maximum(high, centre + half)
+    return low, high
+
+
 def read_features(model: Any, data: Any, specs: tuple[FeatureSpec, ...]) -> tuple[SceneFeature, ...]:
     """Each spec's box in the state `data` holds (its kinematics computed)."""
     features = []
     for spec in specs:
-        centre, size = geoms_box(model, data, feature_geoms(model, spec))
-        features.append(SceneFeature(spec.name, spec.kind, _triple(centre), _triple(size / 2), spec.source))
+        low, high = geoms_extent(model, data, feature_geoms(model, spec))
+        features.append(SceneFeature(spec.name, spec.kind, _triple((low + high) / 2), _triple((high - low) / 2), spec.source))
     return tuple(features)
 
 
@@ -225,9 +247,15 @@ def shipped_scene() -> dict[str, list[dict[str, Any]]]:
     return json.loads(SCENE_FILE.read_text())
 
 
-@cache
-def _measured_live(task: Any) -> tuple[str, ...]:
-    return tuple(json.dumps(f) for f in measure_scene(task))
+_LIVE: dict[tuple[str, str], list[dict[str, Any]]] = {}
+"""A task file's own tasks, measured once per process (by id and source)."""
+
+
+def _measured_live(task: Any) -> list[dict[str, Any]]:
+    key = (task.id, task.source)
+    if key not in _LIVE:
+        _LIVE[key] = measure_scene(task)
+    return _LIVE[key]
 
 
 def scene_facts(task: Any) -> list[dict[str, Any]] | None:
@@ -235,10 +263,12 @@ def scene_facts(task: Any) -> list[dict[str, Any]] | None:
     own; None where the task does not describe its scene."""
     if task.scene_features is None:
         return None
+    if not task.scene_features:
+        return []
     shipped = shipped_scene()
     if task.source == "builtin" and task.id in shipped:
         return shipped[task.id]
-    return [json.loads(f) for f in _measured_live(task)]
+    return _measured_live(task)
 
 
 def scene_text(task: Any) -> str:

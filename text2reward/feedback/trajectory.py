@@ -104,9 +104,9 @@ def scene_relations(key: str, track: np.ndarray, scene: Sequence[SceneFeature]) 
         facts[f"{key}_{feature.name}_gap"] = gap
         if feature.kind == "wall":
             axis, centre = feature.thin_axis, feature.centre[feature.thin_axis]
-            same_side = bool(np.sign(final[axis] - centre) == np.sign(start[axis] - centre))
-            facts[f"{key}_blocked_by_{feature.name}"] = same_side and gap < NEAR_M
-            facts[f"{key}_past_{feature.name}"] = not same_side
+            crossed = bool((final[axis] - centre) * (start[axis] - centre) < 0)
+            facts[f"{key}_blocked_by_{feature.name}"] = not crossed and gap < NEAR_M
+            facts[f"{key}_past_{feature.name}"] = crossed
         elif feature.kind in CONTAINERS:
             facts[f"{key}_in_{feature.name}"] = feature.contains(final)
     return facts
