@@ -222,7 +222,7 @@ def _true_relations(key: str, obj: np.ndarray, scene: tuple[SceneFeature, ...], 
                 crossed = (final[axis] - centre[axis]) * (start[axis] - centre[axis]) < 0
                 facts[f"{key}_past_{feature.name}"] = bool(crossed)
                 facts[f"{key}_blocked_by_{feature.name}"] = bool(not crossed and gap < thresholds["NEAR_M"])
-            elif feature.kind in ("net", "bin", "box", "shelf", "cabinet", "hoop"):
+            elif feature.kind in ("net", "bin", "box", "shelf", "cabinet", "hoop", "hole"):
                 facts[f"{key}_in_{feature.name}"] = bool(np.all(low <= final) and np.all(final <= high))
     return facts
 

@@ -22,13 +22,13 @@ import numpy as np
 from sim_envs.view_base import dotted_attribute
 
 SCENE_FILE = Path(__file__).with_name("scene_features.json")
-FeatureKind = Literal["table", "rim", "wall", "net", "bin", "box", "shelf", "cabinet", "hoop", "peg", "fixture"]
-CONTAINERS: frozenset[str] = frozenset({"net", "bin", "box", "shelf", "cabinet", "hoop"})
+FeatureKind = Literal["table", "rim", "wall", "net", "bin", "box", "shelf", "cabinet", "hoop", "hole", "peg", "fixture"]
+CONTAINERS: frozenset[str] = frozenset({"net", "bin", "box", "shelf", "cabinet", "hoop", "hole"})
 """Kinds an object can end inside (its tracked point within their box)."""
 KIND_WORDS: dict[str, str] = {
     "table": "the table top", "rim": "walls along the table's edges", "wall": "a wall", "net": "a goal net",
     "bin": "a bin", "box": "an open box", "shelf": "a shelf", "cabinet": "a cabinet the plate slides into",
-    "hoop": "a basketball hoop", "peg": "a peg", "fixture": "a fixed fixture",
+    "hoop": "a basketball hoop", "hole": "a hole in the table top", "peg": "a peg", "fixture": "a fixed fixture",
 }
 ANCHORS = ("goal_position", "obj.init_position")
 """View paths a feature that moves between episodes may move with (its offset from them then stays the same)."""
@@ -40,7 +40,9 @@ DECIMALS = 3
 @dataclass(frozen=True)
 class FeatureSpec:
     """Which part of a MuJoCo model makes a feature: the collision geoms of `body` and the bodies welded below it
-    (bodies on a joint move: they are the task's objects, not fixed features), or the one geom `geom`."""
+    (bodies on a joint move: they are the task's objects, not fixed features), or the one geom `geom`. `body` ""
+    is the scene's one unnamed body fixed to the world (MetaWorld's pick-out-of-hole leaves its plate unnamed). A
+    "hole" is the gap those geoms' top plates leave in the top (`hole_extent`), not their box."""
 
     name: str
     kind: FeatureKind
@@ -49,7 +51,9 @@ class FeatureSpec:
 
     @property
     def source(self) -> str:
-        return f"MuJoCo geom `{self.geom}`" if self.geom is not None else f"MuJoCo body `{self.body}`"
+        if self.geom is not None:
+            return f"MuJoCo geom `{self.geom}`"
+        return f"MuJoCo body `{self.body}`" if self.body else "the unnamed MuJoCo body fixed to the world"
 
 
 @dataclass(frozen=True)
@@ -95,12 +99,29 @@ def welded_bodies(model: Any, root: int) -> set[int]:
     return bodies
 
 
+def feature_body(model: Any, spec: FeatureSpec) -> int:
+    """The id of the body a spec names (the named geom's body for a geom spec)."""
+    if spec.geom is not None:
+        return int(model.geom_bodyid[model.geom(spec.geom).id])
+    return _body_id(model, spec.body or "")
+
+
+def _body_id(model: Any, name: str) -> int:
+    if name:
+        return int(model.body(name).id)
+    unnamed = [b for b in range(1, model.nbody) if not model.body(b).name and int(model.body_parentid[b]) == 0
+               and not int(model.body_jntnum[b])]
+    if len(unnamed) != 1:
+        raise ValueError(f"a feature spec names the unnamed body, but the model has {len(unnamed)} unnamed fixed bodies")
+    return unnamed[0]
+
+
 def feature_geoms(model: Any, spec: FeatureSpec) -> list[int]:
     """The geoms whose box is the feature: the named geom, or the welded bodies' collision geoms (every geom where
     they have none)."""
     if spec.geom is not None:
         return [int(model.geom(spec.geom).id)]
-    bodies = welded_bodies(model, int(model.body(spec.body).id))
+    bodies = welded_bodies(model, _body_id(model, spec.body or ""))
     geoms = [g for g in range(model.ngeom) if int(model.geom_bodyid[g]) in bodies]
     solid = [g for g in geoms if model.geom_contype[g] or model.geom_conaffinity[g]]
     return solid or geoms
@@ -129,11 +150,39 @@ def geoms_extent(model: Any, data: Any, geoms: list[int]) -> tuple[np.ndarray, n
     return low, high
 
 
+def hole_extent(model: Any, data: Any, geoms: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) of the hole the geoms' top plates (those whose top is the highest) leave in the top: in x and y the
+    box around the parts of the plates' outline no plate covers, from the top down to the highest other geom below
+    it (the hole's floor), else to the plates' bottom."""
+    boxes = [geoms_extent(model, data, [g]) for g in geoms]
+    top = max(high[2] for _, high in boxes)
+    plates = [(low, high) for low, high in boxes if high[2] >= top - 1e-6]
+    # edges to the micrometre: two plates that meet must not leave a sliver of float noise between them
+    xs = sorted({round(float(v), 6) for low, high in plates for v in (low[0], high[0])})
+    ys = sorted({round(float(v), 6) for low, high in plates for v in (low[1], high[1])})
+    open_cells = []
+    for x0, x1 in zip(xs, xs[1:]):
+        for y0, y1 in zip(ys, ys[1:]):
+            middle = np.array([(x0 + x1) / 2, (y0 + y1) / 2])
+            if not any(np.all(low[:2] - 1e-6 <= middle) and np.all(middle <= high[:2] + 1e-6) for low, high in plates):
+                open_cells.append((x0, x1, y0, y1))
+    if not open_cells:
+        raise ValueError("a hole feature's geoms leave no gap in their top")
+    x_low, x_high = min(c[0] for c in open_cells), max(c[1] for c in open_cells)
+    y_low, y_high = min(c[2] for c in open_cells), max(c[3] for c in open_cells)
+    bottom = min(low[2] for low, _ in plates)
+    below = [high[2] for low, high in boxes if high[2] < top - 1e-6 and low[0] < x_high and high[0] > x_low
+             and low[1] < y_high and high[1] > y_low]
+    floor = max(below) if below else bottom
+    return np.array([x_low, y_low, floor]), np.array([x_high, y_high, top])
+
+
 def read_features(model: Any, data: Any, specs: tuple[FeatureSpec, ...]) -> tuple[SceneFeature, ...]:
     """Each spec's box in the state `data` holds (its kinematics computed)."""
     features = []
     for spec in specs:
-        low, high = geoms_extent(model, data, feature_geoms(model, spec))
+        geoms = feature_geoms(model, spec)
+        low, high = hole_extent(model, data, geoms) if spec.kind == "hole" else geoms_extent(model, data, geoms)
         features.append(SceneFeature(spec.name, spec.kind, _triple((low + high) / 2), _triple((high - low) / 2), spec.source))
     return tuple(features)
 
@@ -314,7 +363,8 @@ METAWORLD_FEATURES: dict[str, tuple[FeatureSpec, ...]] = {
     "handle-pull-side": _mw(("handle_base", "fixture", "box")), "handle-pull": _mw(("handle_base", "fixture", "box")),
     "lever-pull": _mw(("lever_base", "fixture", "lever")),
     "pick-place-wall": _mw(WALL), "push-wall": _mw(WALL), "reach-wall": _mw(WALL),
-    "pick-out-of-hole": _mw(), "hand-insert": _mw(rim=False), "sweep-into": _mw(rim=False),
+    "pick-out-of-hole": _mw(("hole_plate", "table", ""), ("hole", "hole", "")),
+    "hand-insert": _mw(("hole", "hole", "tablelink"), rim=False), "sweep-into": _mw(("hole", "hole", "tablelink"), rim=False),
     "pick-place": _mw(), "push": _mw(), "push-back": _mw(), "reach": _mw(), "sweep": _mw(),
     "plate-slide": _mw(("cabinet", "cabinet", "puck_goal")), "plate-slide-side": _mw(("cabinet", "cabinet", "puck_goal")),
     "plate-slide-back": _mw(("cabinet", "cabinet", "puck_goal")), "plate-slide-back-side": _mw(("cabinet", "cabinet", "puck_goal")),

@@ -23,6 +23,7 @@ from sim_envs import get_task, list_tasks, load_task_file, render_view_doc
 from sim_envs.scene_features import (
     describe_feature,
     episode_features,
+    feature_body,
     feature_geoms,
     measure_scene,
     read_features,
@@ -34,9 +35,6 @@ from text2reward.feedback.trajectory import episode_facts, trajectory_analysis
 DESCRIBED = [t.id for t in list_tasks() if t.scene_features is not None]
 ROBOT_ROOTS = {"base", "mocap", "right_hand", "pedestal"}
 """MetaWorld's Sawyer and its stand: the robot, never a scene feature."""
-UNNAMED = {"metaworld/pick-out-of-hole-v3"}
-"""Known gap: this scene's table plate with the hole is a body without a name (and unnamed geoms), so no spec can
-name it; its table is described, the hole is not."""
 OWN_ROBOT = Path(__file__).resolve().parents[2] / "examples" / "own_robot" / "planar_arm_task.py"
 
 
@@ -68,6 +66,19 @@ def _true_box(model, data, geoms: list[int]) -> tuple[np.ndarray, np.ndarray]:
     return array.min(axis=0), array.max(axis=0)
 
 
+def _assert_is_a_hole(model, data, geoms: list[int], hole) -> None:
+    """No geom reaches into the hole's box (its floor is some geom's top or the plates' bottom), its top is the
+    plates' top, and each of its four sides lies on a plate's edge."""
+    boxes = [_true_box(model, data, [g]) for g in geoms]
+    inner_low, inner_high = hole.low + 1e-4, hole.high - 1e-4
+    for low, high in boxes:
+        assert not (np.all(low < inner_high) and np.all(high > inner_low)), "a geom fills part of the hole"
+    assert hole.high[2] == pytest.approx(max(high[2] for _, high in boxes), abs=1e-6)
+    for axis in (0, 1):
+        for side, edges in ((hole.low[axis], [high[axis] for _, high in boxes]), (hole.high[axis], [low[axis] for low, _ in boxes])):
+            assert min(abs(side - e) for e in edges) < 1e-6, f"a side of the hole ({'xy'[axis]} {side:.3f}) is on no plate's edge"
+
+
 def _reset(task_id: str):
     task = get_task(task_id)
     env = task.make_env(seed=0)
@@ -86,11 +97,14 @@ def test_each_feature_is_the_box_of_its_geoms_and_moves_with_its_body(task_id: s
         features = episode_features(task, env)
         assert [f.name for f in features] == [s.name for s in task.scene_features]
         for spec, feature in zip(task.scene_features, features):
+            if spec.kind == "hole":
+                _assert_is_a_hole(model, data, feature_geoms(model, spec), feature)
+                continue
             low, high = _true_box(model, data, feature_geoms(model, spec))
             assert np.allclose(feature.low, low, atol=1e-6) and np.allclose(feature.high, high, atol=1e-6), spec.name
         shift = np.array([0.03, -0.02, 0.01])
         for spec, before in zip(task.scene_features, features):
-            body = int(model.geom_bodyid[model.geom(spec.geom).id]) if spec.geom is not None else model.body(spec.body).id
+            body = feature_body(model, spec)
             assert body != 0, f"{spec.name}: a geom of the world body cannot be moved here"
             rotation = data.xmat[int(model.body_parentid[body])].reshape(3, 3)
             model.body_pos[body] += rotation.T @ shift  # in the parent's frame: the world moves by `shift`
@@ -118,7 +132,7 @@ def test_every_fixed_body_of_a_metaworld_scene_is_described(task_id: str):
                 continue
             solid = [g for g in range(model.ngeom) if int(model.geom_bodyid[g]) == body
                      and (model.geom_contype[g] or model.geom_conaffinity[g])]
-            if solid and not set(solid) <= covered and not (task_id in UNNAMED and not model.body(body).name):
+            if solid and not set(solid) <= covered:
                 missing.append(model.body(body).name or f"body {body} (unnamed)")
         assert not missing, f"{task_id}: fixed bodies with collision geoms no feature describes: {missing}"
     finally:
@@ -217,6 +231,12 @@ def test_a_ball_inside_the_net_and_a_puck_off_the_table_are_said_so():
     assert episode_facts(episode.views, episode.scene)["object_in_net"] is False  # the ball did not move
     assert "object ended inside the net (its tracked point within the net's box): 1 of 1 episodes" in trajectory_analysis(
         task, [_moved(episode, [start, inside])])
+    task, episode = _episode("metaworld/hand-insert-v3")
+    hole = next(f for f in episode.scene if f.name == "hole")
+    start = np.asarray(episode.views[0].obj.position)
+    dropped = _moved(episode, [start, np.array([hole.centre[0], hole.centre[1], hole.low[2] + 0.02])])
+    assert episode_facts(dropped.views, episode.scene)["object_in_hole"] is True
+    assert episode_facts(episode.views, episode.scene)["object_in_hole"] is False
     task, episode = _episode("metaworld/sweep-v3")
     table = next(f for f in episode.scene if f.name == "table")
     start = np.asarray(episode.views[0].obj.position)
