@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from policies.formatting import format_seconds
+from policies.formatting import format_seconds, format_success
 from text2reward.cli.shared import (
     DEFAULT_RUNS_DIR,
     Column,
@@ -87,7 +87,7 @@ def runs_show(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="the 
         in_round = [c for c in candidates if c.round == r]
         best = best_candidate(in_round)
         table.add_row(str(r), ", ".join(f"{c.id}:{c.status.value}" for c in in_round), best.id if best else "-",
-                      f"{best.success:.2f}" if best else "-")
+                      format_success(best.success, best.training.episodes if best.training else None) if best else "-")
     console.print(table)
     console.print(f"tokens: {sum(c.tokens.total for c in candidates)}")
     final = store.final_summary()
@@ -95,8 +95,10 @@ def runs_show(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="the 
     for kind, arm in arms:
         if arm.mean is not None:
             seeds = arm.seeds or (final.seeds if final is not None else [])  # older summaries named the run's seeds only
-            console.print(f"final {kind}: success {arm.mean:.2f} +/- {arm.std or 0:.2f} over seeds {seeds}",
-                          highlight=False, soft_wrap=True)
+            pooled = arm.pooled
+            success = pooled.text() if pooled is not None else format_success(arm.mean)  # older summaries kept no episodes
+            console.print(f"final {kind}: success {success} pooled over seeds {seeds}, {arm.std or 0:.2f} standard deviation "
+                          "between them", highlight=False, soft_wrap=True)
         for failed in arm.failed_seeds:
             console.print(f"final {kind} seed {failed.seed} failed: {failed.reason}", highlight=False, soft_wrap=True, markup=False)
     if any(arm.failed_seeds for _, arm in arms):
