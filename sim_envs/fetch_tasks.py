@@ -14,8 +14,8 @@ import numpy as np
 
 from sim_envs.errors import ConfigError
 from sim_envs.gymnasium_robotics_import import make_gymnasium_robotics_env
-from sim_envs.scene_features import FETCH_FEATURES
 from sim_envs.scale_hints import ARM_SCALE_POINTS, REACH_SCALE_POINTS
+from sim_envs.scene_features import FETCH_FEATURES
 from sim_envs.success_progress import progress_of, within
 from sim_envs.success_rule import distance, rule
 from sim_envs.task import REACH_ANCHORS, REACH_ORACLE, KeypointSetup, Task

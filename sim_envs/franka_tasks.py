@@ -17,8 +17,8 @@ import numpy as np
 from sim_envs.fetch_tasks import goals_within, gripper_near_goal, object_near_goal
 from sim_envs.franka_env import MAX_MOVE, SUCCESS_DISTANCE, FrankaEnv
 from sim_envs.franka_scene import BLOCK_HALF_SIZE, FINGERTIP_REACH, TABLE_HEIGHT
-from sim_envs.scene_features import FRANKA_FEATURES
 from sim_envs.scale_hints import ARM_SCALE_POINTS, REACH_SCALE_POINTS
+from sim_envs.scene_features import FRANKA_FEATURES
 from sim_envs.success_rule import rule
 from sim_envs.task import REACH_ANCHORS, REACH_ORACLE, KeypointSetup, Task
 from sim_envs.view_base import StateView, attr, frozen

@@ -16,8 +16,8 @@ import numpy as np
 
 from sim_envs.metaworld_success import METAWORLD_RULES
 from sim_envs.metaworld_view import SawyerObject, SawyerRobot, SawyerView
-from sim_envs.scene_features import METAWORLD_FEATURES
 from sim_envs.scale_hints import ARM_SCALE_POINTS, REACH_SCALE_POINTS
+from sim_envs.scene_features import METAWORLD_FEATURES
 from sim_envs.task import REACH_ANCHORS, REACH_ORACLE, KeypointSetup, Task
 from sim_envs.view_base import StateView, frozen
 

@@ -335,7 +335,7 @@ def scene_text(task: Any) -> str:
 
 def _mw(*extra: tuple[str, FeatureKind, str], rim: bool = True) -> tuple[FeatureSpec, ...]:
     """The table, the walls along its edges (`rim`: the table with a hole has none) and the task's own features."""
-    table = (FeatureSpec("table", "table", body="tablelink"),)
+    table: tuple[FeatureSpec, ...] = (FeatureSpec("table", "table", body="tablelink"),)
     table += (FeatureSpec("table_rim", "rim", body="RetainingWall"),) if rim else ()
     return table + tuple(FeatureSpec(name, kind, body=body) for name, kind, body in extra)
 
