@@ -243,3 +243,12 @@ def test_a_ball_inside_the_net_and_a_puck_off_the_table_are_said_so():
     off = np.array([table.high[0] + 0.05, start[1], start[2] - 0.3])
     assert episode_facts(_moved(episode, [start, off]).views, episode.scene)["object_off_table"] is True
     assert episode_facts(episode.views, episode.scene)["object_off_table"] is False
+
+
+def test_the_contrast_states_a_relation_as_a_share_of_episodes():
+    """A candidate's relation facts are averaged into shares; the round's contrast words them as such, never "0.700"."""
+    from text2reward.feedback.compose import separating_facts
+
+    lines = separating_facts({"object_blocked_by_wall": 0.7, "object_wall_gap": 0.02}, {"object_blocked_by_wall": 0.0, "object_wall_gap": 0.2})
+    assert ("object blocked by the wall (ended on the side it started on, within 4 cm of it): 0% of episodes here, "
+            "70% of episodes for the best") in lines

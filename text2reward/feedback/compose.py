@@ -28,6 +28,7 @@ from text2reward.feedback.trajectory import (
     describe_behaviour,
     episode_facts,
     episode_scene,
+    is_scene_flag,
     progress_words,
     trajectory_analysis,
 )
@@ -178,7 +179,7 @@ NOT_COMPARED = ("steps", "success", "episodes")
 def _boolean_keys(*fact_sets: dict[str, float]) -> set[str]:
     """The yes/no facts of `episode_facts` (averaged: shares of episodes)."""
     keys = set().union(*fact_sets)
-    return {k for k in keys if k in YES_NO_FACTS or k.endswith(YES_NO_SUFFIXES)}
+    return {k for k in keys if k in YES_NO_FACTS or k.endswith(YES_NO_SUFFIXES) or is_scene_flag(k)}
 
 
 def separating_facts(winner: dict[str, float], other: dict[str, float], count: int = SEPARATING_FACTS) -> list[str]:

@@ -225,6 +225,14 @@ LABELS: dict[str, str] = {
 }
 
 
+SCENE_FLAG = re.compile(r"^object2?_(blocked_by|past|in|off)_\w+$")
+"""The yes/no facts of `scene_relations` (a feature's name is part of the key)."""
+
+
+def is_scene_flag(key: str) -> bool:
+    return SCENE_FLAG.match(key) is not None
+
+
 SCENE_LABELS: tuple[tuple[str, str], ...] = (
     (r"^object_blocked_by_(\w+)$",
      f"object blocked by the {{}} (ended on the side it started on, within {NEAR_M * 100:.0f} cm of it)"),
@@ -432,7 +440,7 @@ def _manipulation_sentences(facts: list[dict[str, Any]]) -> list[str]:
         if progress is not None:
             parts.append("Progress toward the goal: " + progress[len("progress toward the goal: "):] + ".")
         for key in facts[0]:
-            if key.startswith(("object_blocked_by_", "object_past_", "object_in_", "object_off_")) and _count(facts, key):
+            if key.startswith("object_") and is_scene_flag(key) and _count(facts, key):
                 parts.append(f"{_label(key)[0].upper()}{_label(key)[1:]}: {_count(facts, key)} of {n}.")
     if "gripper_goal_start" in facts[0]:
         parts.append(
