@@ -134,8 +134,8 @@ def score_rollout(task: Task, rollout: Rollout, score: Score) -> None:
 
 
 def score_scene(task: Task, score: Score) -> None:
-    """Each fixed feature the prompt states (sim_envs.scene_features: half-sizes, and a fixed centre, a centre at an
-    offset from the goal or the object's start, or a range) against the feature recomputed from the raw state of
+    """Each fixed feature the prompt states (sim_envs.scene_features: half-sizes, a fixed centre, a centre at an
+    offset from the goal or the object's start, or a range, and a walled feature's open sides) against the feature recomputed from the raw state of
     seeds 0..7's first state (fresh kinematics), to the stated 1 mm rounding."""
     stated = scene_facts(task)
     if not stated:
@@ -165,6 +165,9 @@ def score_scene(task: Task, score: Score) -> None:
             else:
                 gap = float(max(np.max(np.asarray(placement["low"]) - centre), np.max(centre - np.asarray(placement["high"])), 0.0))
             score.add(gap <= slack, f"{task.id} {fact['name']} centre: {gap:.4f} m from where the prompt puts it", gap)
+            if "open" in fact:
+                score.add(set(fact["open"]) == set(feature.open_sides),
+                          f"{task.id} {fact['name']} open sides: stated {fact['open']}, true {list(feature.open_sides)}")
 
 
 def score_task(task: Task, random_steps: int, hints: dict[str, list[float]]) -> Score:

@@ -25,6 +25,11 @@ SCENE_FILE = Path(__file__).with_name("scene_features.json")
 FeatureKind = Literal["table", "rim", "wall", "net", "bin", "box", "shelf", "cabinet", "hoop", "hole", "peg", "fixture"]
 CONTAINERS: frozenset[str] = frozenset({"net", "bin", "box", "shelf", "cabinet", "hoop", "hole"})
 """Kinds an object can end inside (its tracked point within their box)."""
+WALLED: frozenset[str] = frozenset({"net", "bin", "box", "shelf", "cabinet"})
+"""Kinds whose walls leave some sides open (where an object goes in): each side's share covered by geoms is measured."""
+OPEN_BELOW = 0.5
+"""A side of a walled feature's box is open when geoms lying on it cover less than this share of it."""
+TOUCH_M = 0.005
 KIND_WORDS: dict[str, str] = {
     "table": "the table top", "rim": "walls along the table's edges", "wall": "a wall", "net": "a goal net",
     "bin": "a bin", "box": "an open box", "shelf": "a shelf", "cabinet": "a cabinet the plate slides into",
@@ -65,6 +70,8 @@ class SceneFeature:
     centre: tuple[float, float, float]
     half_size: tuple[float, float, float]
     source: str
+    open_sides: tuple[str, ...] = ()
+    """For a walled kind (net, bin, box, shelf, cabinet): the sides ("-y", "+z", ...) its geoms leave open."""
 
     @property
     def low(self) -> np.ndarray:
@@ -183,8 +190,28 @@ def read_features(model: Any, data: Any, specs: tuple[FeatureSpec, ...]) -> tupl
     for spec in specs:
         geoms = feature_geoms(model, spec)
         low, high = hole_extent(model, data, geoms) if spec.kind == "hole" else geoms_extent(model, data, geoms)
-        features.append(SceneFeature(spec.name, spec.kind, _triple((low + high) / 2), _triple((high - low) / 2), spec.source))
+        sides = open_sides(model, data, geoms, low, high) if spec.kind in WALLED else ()
+        features.append(SceneFeature(spec.name, spec.kind, _triple((low + high) / 2), _triple((high - low) / 2), spec.source, sides))
     return tuple(features)
+
+
+def open_sides(model: Any, data: Any, geoms: list[int], low: np.ndarray, high: np.ndarray) -> tuple[str, ...]:
+    """The sides of the box (low, high) that the geoms leave open: those whose area the geoms lying on that side
+    (within `TOUCH_M` of it) cover less than `OPEN_BELOW` of (soccer's net: its front, -y; a bin: its top, +z)."""
+    boxes = [geoms_extent(model, data, [g]) for g in geoms]
+    sides = []
+    for axis in range(3):
+        others = [i for i in range(3) if i != axis]
+        area = float(np.prod(high[others] - low[others]))
+        for sign, plane in (("-", low[axis]), ("+", high[axis])):
+            covered = 0.0
+            for geom_low, geom_high in boxes:
+                if abs((geom_low if sign == "-" else geom_high)[axis] - plane) < TOUCH_M:
+                    overlap = np.minimum(geom_high[others], high[others]) - np.maximum(geom_low[others], low[others])
+                    covered += float(np.prod(np.clip(overlap, 0.0, None)))
+            if area > 0 and covered / area < OPEN_BELOW:
+                sides.append(sign + "xyz"[axis])
+    return tuple(sides)
 
 
 def episode_features(task: Any, env: Any) -> tuple[SceneFeature, ...]:
@@ -230,8 +257,11 @@ def measure_scene(task: Any, resets: int = 8) -> list[dict[str, Any]]:
     for i, spec in enumerate(specs):
         centres = np.array([features[i].centre for features in seen])
         halves = np.array([features[i].half_size for features in seen])
-        out.append({"name": spec.name, "kind": spec.kind, "source": spec.source,
-                    "half_size": _rounded(halves.max(axis=0)), "placement": _placement(centres, anchors)})
+        fact = {"name": spec.name, "kind": spec.kind, "source": spec.source,
+                "half_size": _rounded(halves.max(axis=0)), "placement": _placement(centres, anchors)}
+        if spec.kind in WALLED:
+            fact["open"] = sorted({side for features in seen for side in features[i].open_sides})
+        out.append(fact)
     return out
 
 
@@ -269,6 +299,9 @@ def describe_feature(fact: dict[str, Any]) -> str:
         where = ("centre placed anew each episode within x {:.3f}..{:.3f}, y {:.3f}..{:.3f}, z {:.3f}..{:.3f}"
                  .format(*(v for pair in zip(placement["low"], placement["high"]) for v in pair)))
     line = f"{head} {where}; half-sizes {_vector(half)}"
+    if fact.get("open"):
+        sides = fact["open"]
+        line += f"; open on its {' and '.join(sides)} side{'s' if len(sides) > 1 else ''}"
     if fact["kind"] == "table" and centre is not None:
         line += (f"; top at z {centre[2] + half[2]:.3f}, edges at x {centre[0] - half[0]:.3f} and {centre[0] + half[0]:.3f}, "
                  f"y {centre[1] - half[1]:.3f} and {centre[1] + half[1]:.3f}")

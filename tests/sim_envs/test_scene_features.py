@@ -139,6 +139,31 @@ def test_every_fixed_body_of_a_metaworld_scene_is_described(task_id: str):
         env.close()
 
 
+def test_a_walled_feature_states_its_open_side_and_turning_it_turns_the_side():
+    """Soccer's net opens toward the robot (-y), a bin and the box upward (+z); the net turned half a turn about z in
+    the model opens on +y: the side is measured from the geoms."""
+    task, env = _reset("metaworld/soccer-v3")
+    try:
+        model, data = env.unwrapped.model, env.unwrapped.data
+        net = next(f for f in episode_features(task, env) if f.name == "net")
+        assert net.open_sides == ("-y",)
+        body = model.body("goal_whole").id
+        model.body_quat[body] = [0.0, 0.0, 0.0, 1.0]  # half a turn about z
+        mujoco.mj_forward(model, data)
+        turned = next(f for f in episode_features(task, env) if f.name == "net")
+        assert turned.open_sides == ("+y",)
+    finally:
+        env.close()
+    for task_id, name in (("metaworld/bin-picking-v3", "goal_bin"), ("metaworld/box-close-v3", "box")):
+        task, env = _reset(task_id)
+        try:
+            assert next(f for f in episode_features(task, env) if f.name == name).open_sides == ("+z",)
+        finally:
+            env.close()
+    assert "net (a goal net; MuJoCo body `goal_whole`)" in render_view_doc(get_task("metaworld/soccer-v3"))
+    assert "open on its -y side" in render_view_doc(get_task("metaworld/soccer-v3"))
+
+
 def test_shipped_scene_features_match_a_fresh_measurement():
     """scene_features.json (what prompts state) is what the models give today, for every built-in described task."""
     shipped = shipped_scene()
