@@ -189,6 +189,9 @@ def true_facts(task: Any, rollout: Rollout, thresholds: dict[str, float]) -> dic
             for key, field in (("object", "obj"), ("object2", "obj2")):
                 if f"{field}.position" in track:
                     facts.update(_true_relations(key, track[f"{field}.position"], scene, thresholds))
+            if "robot.ee_position" in track:  # the gripper: walls only
+                walls = tuple(f for f in scene if f.kind == "wall")
+                facts.update(_true_relations("gripper", track["robot.ee_position"], walls, thresholds))
     return facts
 
 

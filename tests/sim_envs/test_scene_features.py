@@ -245,6 +245,12 @@ def test_an_object_that_ends_against_the_wall_is_said_to_be_blocked_by_it():
     crossed = episode_facts(_moved(episode, [start, beyond]).views, episode.scene)
     assert crossed["object_past_wall"] is True and crossed["object_blocked_by_wall"] is False
     assert "object ended past the wall" in trajectory_analysis(task, [_moved(episode, [start, beyond])])
+    hand = np.asarray(episode.views[0].robot.ee_position)
+    over = [dataclasses.replace(v, robot=dataclasses.replace(v.robot, ee_position=beyond + [0, 0, 0.2])) for v in episode.views[1:]]
+    reached = episode_facts([episode.views[0], *over], episode.scene)
+    assert hand[1] < wall.low[1] and reached["gripper_past_wall"] is True and reached["gripper_blocked_by_wall"] is False
+    assert "gripper ended past the wall (on its other side from where it started): 1 of 1 episodes" in trajectory_analysis(
+        task, [dataclasses.replace(episode, views=[episode.views[0], *over])])
 
 
 def test_a_ball_inside_the_net_and_a_puck_off_the_table_are_said_so():
@@ -254,7 +260,7 @@ def test_a_ball_inside_the_net_and_a_puck_off_the_table_are_said_so():
     inside = np.array([net.centre[0], net.centre[1], start[2]])
     assert episode_facts(_moved(episode, [start, inside]).views, episode.scene)["object_in_net"] is True
     assert episode_facts(episode.views, episode.scene)["object_in_net"] is False  # the ball did not move
-    assert "object ended inside the net (its tracked point within the net's box): 1 of 1 episodes" in trajectory_analysis(
+    assert "object ended inside the net (its tracked point within that box): 1 of 1 episodes" in trajectory_analysis(
         task, [_moved(episode, [start, inside])])
     task, episode = _episode("metaworld/hand-insert-v3")
     hole = next(f for f in episode.scene if f.name == "hole")

@@ -85,14 +85,16 @@ def _displacement_facts(key: str, track: np.ndarray, floor: float | None) -> dic
     }
 
 
-def scene_relations(key: str, track: np.ndarray, scene: Sequence[SceneFeature]) -> dict[str, float | bool]:
+def scene_relations(key: str, track: np.ndarray, scene: Sequence[SceneFeature], walls_only: bool = False) -> dict[str, float | bool]:
     """Where the tracked point ended relative to each fixed feature, from its recorded positions: off the table
     (beyond its edges, or more than `FELL_M` below its top), blocked by a wall (ended on the side it started on, within
     `NEAR_M` of it) or past it (on the other side), inside a container (net, bin, shelf...), and its distance to each
-    feature but the table and its rim (0 inside the feature's box)."""
+    feature but the table and its rim (0 inside the feature's box). `walls_only`: the walls alone (the gripper's)."""
     start, final = track[0], track[-1]
     facts: dict[str, float | bool] = {}
     for feature in scene:
+        if walls_only and feature.kind != "wall":
+            continue
         low, high = feature.low, feature.high
         if feature.kind == "table":
             beyond = bool(np.any(final[:2] < low[:2]) or np.any(final[:2] > high[:2]))
@@ -120,6 +122,8 @@ def _manipulation_facts(views: list[Any], scene: Sequence[SceneFeature] = ()) ->
     if ee is not None and goal is not None:
         d = _distance(ee, goal)
         facts.update(gripper_goal_start=d[0], gripper_goal_min=d.min(), gripper_goal_final=d[-1])
+    if ee is not None:
+        facts.update(scene_relations("gripper", ee, scene, walls_only=True))  # reach-wall: did the hand get past it?
     for key, field in (("object", "obj"), ("object2", "obj2")):
         if not _has(first, f"{field}.position"):
             continue
@@ -225,7 +229,7 @@ LABELS: dict[str, str] = {
 }
 
 
-SCENE_FLAG = re.compile(r"^object2?_(blocked_by|past|in|off)_\w+$")
+SCENE_FLAG = re.compile(r"^(object2?|gripper)_(blocked_by|past|in|off)_\w+$")
 """The yes/no facts of `scene_relations` (a feature's name is part of the key)."""
 
 
@@ -234,12 +238,12 @@ def is_scene_flag(key: str) -> bool:
 
 
 SCENE_LABELS: tuple[tuple[str, str], ...] = (
-    (r"^object_blocked_by_(\w+)$",
-     f"object blocked by the {{}} (ended on the side it started on, within {NEAR_M * 100:.0f} cm of it)"),
-    (r"^object_past_(\w+)$", "object ended past the {} (on its other side from where it started)"),
-    (r"^object_in_(\w+)$", "object ended inside the {} (its tracked point within the {}'s box)"),
-    (r"^object_off_(\w+)$", f"object fell off the {{}} (ended beyond its edges or more than {FELL_M * 100:.0f} cm below its top)"),
-    (r"^object_(\w+)_gap$", "object's distance to the {} at the end (m; 0 inside its box)"),
+    (r"^(object|gripper)_blocked_by_(\w+)$",
+     f"{{}} blocked by the {{}} (ended on the side it started on, within {NEAR_M * 100:.0f} cm of it)"),
+    (r"^(object|gripper)_past_(\w+)$", "{} ended past the {} (on its other side from where it started)"),
+    (r"^(object)_in_(\w+)$", "{} ended inside the {} (its tracked point within that box)"),
+    (r"^(object)_off_(\w+)$", f"{{}} fell off the {{}} (ended beyond its edges or more than {FELL_M * 100:.0f} cm below its top)"),
+    (r"^(object|gripper)_(\w+)_gap$", "{}'s distance to the {} at the end (m; 0 inside its box)"),
 )
 """Labels of `scene_relations`' facts, by pattern (a feature's name is part of the key)."""
 
@@ -250,8 +254,7 @@ def _label(key: str) -> str:
     for pattern, words in SCENE_LABELS:
         match = re.match(pattern, key)
         if match:
-            name = match.group(1).replace("_", " ")
-            return words.format(name, name)
+            return words.format(match.group(1), match.group(2).replace("_", " "))
     if key.startswith("object2_") or key.startswith("gripper_object2_"):
         return _label(key.replace("object2", "object")).replace("object", "second object")
     if key.startswith("foot_"):  # foot_<leg>_<max|mean>_height
