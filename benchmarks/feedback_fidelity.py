@@ -1,8 +1,9 @@
 """Feedback fidelity (issue 29): is what the loop tells the model true, and does the loop pick the right candidate?
 
 Two halves, each a function of its own (run both, or one with --part):
-  facts            the share of stated facts in scale hints and trajectory analyses that match ground truth:
-                   each scale hint bound (seeds 0..7, first observed state), each analysis fact of a random
+  facts            the share of stated facts in scale hints, scene features and trajectory analyses that match ground
+                   truth: each scale hint bound and each fixed feature's stated size and place (seeds 0..7, first
+                   observed state), each analysis fact (where the object ended relative to those features included) of a random
                    rollout and, where the task has one, a scripted rollout (full episodes), and per rollout the
                    first view's tracked points and each `init_position`, against a recomputation from the raw
                    MuJoCo state (sim_envs.ground_truth: fresh kinematics from qpos, points read off named
@@ -33,10 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from policies.reward_program import SparseReward  # noqa: E402
 from policies.task_env import make_task_env  # noqa: E402
-from sim_envs.ground_truth import Recomputer, Rollout, record, tolerance, true_facts, true_points  # noqa: E402
+from sim_envs.ground_truth import Recomputer, Rollout, record, snapshot, tolerance, true_facts, true_points, true_scene  # noqa: E402
 from sim_envs.object_facts import tracked_points  # noqa: E402
 from sim_envs.registry import get_task, list_tasks  # noqa: E402
 from sim_envs.scale_hints import RESETS, scale_hints  # noqa: E402
+from sim_envs.scene_features import scene_facts  # noqa: E402
 from sim_envs.task import Task  # noqa: E402
 from text2reward.feedback.trajectory import FELL_M, LIFTED_M, MOVED_M, NEAR_M, episode_facts  # noqa: E402
 
@@ -108,7 +110,7 @@ def score_hints(task: Task, hints: dict[str, list[float]], score: Score) -> None
 
 def score_rollout(task: Task, rollout: Rollout, score: Score) -> None:
     """Every analysis fact, the first view's tracked points and each `init_position` of one rollout."""
-    stated, truth = episode_facts(rollout.views), true_facts(task, rollout, THRESHOLDS)
+    stated, truth = episode_facts(rollout.views, rollout.scene), true_facts(task, rollout, THRESHOLDS)
     for key, value in stated.items():
         if key.startswith(UNCHECKED_PREFIX):
             score.unchecked += 1
@@ -131,9 +133,47 @@ def score_rollout(task: Task, rollout: Rollout, score: Score) -> None:
         score.add(gap <= tolerance(task), f"{field_name}.init_position: {gap:.4f} m from the tracked start", gap)
 
 
+def score_scene(task: Task, score: Score) -> None:
+    """Each fixed feature the prompt states (sim_envs.scene_features: half-sizes, a fixed centre, a centre at an
+    offset from the goal or the object's start, or a range, and a walled feature's open sides) against the feature recomputed from the raw state of
+    seeds 0..7's first state (fresh kinematics), to the stated 1 mm rounding."""
+    stated = scene_facts(task)
+    if not stated:
+        return
+    env = _env(task)
+    try:
+        firsts = []
+        for seed in range(RESETS):
+            env.reset(seed=seed)
+            firsts.append((snapshot(env.unwrapped), env.get_wrapper_attr("view")))
+    finally:
+        env.close()
+    recomputer = Recomputer(env.unwrapped.model)
+    slack = 0.0006 + tolerance(task)
+    for state, view in firsts:
+        truth = {f.name: f for f in true_scene(task, recomputer, state)}
+        for fact in stated:
+            feature, placement = truth[fact["name"]], fact["placement"]
+            centre = np.asarray(feature.centre)
+            gap = float(np.abs(np.asarray(fact["half_size"]) - np.asarray(feature.half_size)).max())
+            score.add(gap <= slack, f"{task.id} {fact['name']} half-sizes: stated {fact['half_size']}, true {feature.half_size}", gap)
+            if "fixed" in placement:
+                gap = float(np.abs(np.asarray(placement["fixed"]) - centre).max())
+            elif "anchor" in placement:
+                anchor = state.goal if placement["anchor"] == "goal_position" and state.goal is not None else _path(view, placement["anchor"])
+                gap = float(np.abs(np.asarray(anchor) + np.asarray(placement["offset"]) - centre).max())
+            else:
+                gap = float(max(np.max(np.asarray(placement["low"]) - centre), np.max(centre - np.asarray(placement["high"])), 0.0))
+            score.add(gap <= slack, f"{task.id} {fact['name']} centre: {gap:.4f} m from where the prompt puts it", gap)
+            if "open" in fact:
+                score.add(set(fact["open"]) == set(feature.open_sides),
+                          f"{task.id} {fact['name']} open sides: stated {fact['open']}, true {list(feature.open_sides)}")
+
+
 def score_task(task: Task, random_steps: int, hints: dict[str, list[float]]) -> Score:
     score = Score()
     score_hints(task, hints, score)
+    score_scene(task, score)
     env = _env(task)
     env.action_space.seed(0)
     try:

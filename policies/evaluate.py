@@ -14,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 
 from policies.score import mean_and_se
+from sim_envs.scene_features import SceneFeature, episode_features
 
 Actor = Callable[[Any], np.ndarray]
 
@@ -30,6 +31,9 @@ class EpisodeStats:
     progress: float | None = None
     """How close the episode came to the task's success rule (`info["rule_progress"]`: its best step for "any" tasks, its
     last for "final" ones), in [0, 1], 1 exactly when it succeeded; None from an env that does not say."""
+    scene: tuple[SceneFeature, ...] = field(default=(), repr=False)
+    """The scene's fixed features as this episode's reset placed them, when views are recorded (the analysis says
+    where the object ended relative to them); () for a task that describes none."""
 
 
 EpisodeCallback = Callable[[int, EpisodeStats], None]
@@ -53,6 +57,7 @@ class EvalResult:
         out = asdict(self)
         for episode in out["episodes"]:
             episode.pop("views")
+            episode.pop("scene")
         return out
 
 
@@ -68,6 +73,7 @@ def run_episode(env: gym.Env, act: Actor, seed: int | None = None, record_views:
     """One episode on a `make_task_env` env (it must carry TaskRewardWrapper's info keys)."""
     obs, info = env.reset(seed=seed)
     views = [env.get_wrapper_attr("view")] if record_views else []
+    scene = episode_features(env.get_wrapper_attr("task"), env) if record_views else ()
     total = native = 0.0
     sums: dict[str, float] = {}
     success, length, done = False, 0, False
@@ -84,7 +90,7 @@ def run_episode(env: gym.Env, act: Actor, seed: int | None = None, record_views:
         done = terminated or truncated
         if record_views:
             views.append(env.get_wrapper_attr("view"))
-    return EpisodeStats(success, length, total, native, sums, views, progress)
+    return EpisodeStats(success, length, total, native, sums, views, progress, scene)
 
 
 def evaluate(

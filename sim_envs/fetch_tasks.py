@@ -15,6 +15,7 @@ import numpy as np
 from sim_envs.errors import ConfigError
 from sim_envs.gymnasium_robotics_import import make_gymnasium_robotics_env
 from sim_envs.scale_hints import ARM_SCALE_POINTS, REACH_SCALE_POINTS
+from sim_envs.scene_features import FETCH_FEATURES
 from sim_envs.success_progress import progress_of, within
 from sim_envs.success_rule import distance, rule
 from sim_envs.task import REACH_ANCHORS, REACH_ORACLE, KeypointSetup, Task
@@ -228,6 +229,7 @@ def fetch_tasks() -> list[Task]:
                 expert_reward_doc=EXPERT_DOC,
                 action_doc=ACTION_DOC,
                 view_notes=notes,
+                scene_features=FETCH_FEATURES,
                 goal_success=goals_within,
             )
         )

@@ -18,6 +18,7 @@ from sim_envs.fetch_tasks import goals_within, gripper_near_goal, object_near_go
 from sim_envs.franka_env import MAX_MOVE, SUCCESS_DISTANCE, FrankaEnv
 from sim_envs.franka_scene import BLOCK_HALF_SIZE, FINGERTIP_REACH, TABLE_HEIGHT
 from sim_envs.scale_hints import ARM_SCALE_POINTS, REACH_SCALE_POINTS
+from sim_envs.scene_features import FRANKA_FEATURES
 from sim_envs.success_rule import rule
 from sim_envs.task import REACH_ANCHORS, REACH_ORACLE, KeypointSetup, Task
 from sim_envs.view_base import StateView, attr, frozen
@@ -182,6 +183,7 @@ def franka_tasks() -> list[Task]:
                 scripted_policy_factory=partial(_scripted, name) if name in POLICIES else None,
                 action_doc=ACTION_DOCS["fingers" if name == "pick_and_place" else "fingers closed"],
                 view_notes=f"{notes}; {FRAME_NOTE}; the fingertips reach {FINGERTIP_REACH * 100:.1f} cm below the grip point.",
+                scene_features=FRANKA_FEATURES,
                 goal_success=goals_within,
                 budget_note="" if reach else (
                     "push, slide and pick-and-place learn in 10^5-10^6 steps with SAC + HER (the reference trains to 10^6); "

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from sim_envs.object_facts import Tracked, tracked_points, tracked_position
+from sim_envs.scene_features import SceneFeature, episode_features, read_features
 from sim_envs.view_base import dotted_attribute
 
 EE_ELEMENTS: dict[str, tuple[Tracked, ...]] = {
@@ -138,6 +139,8 @@ class Rollout:
     views: list[Any]
     states: list[RawState]
     model: Any
+    scene: tuple[SceneFeature, ...] = ()
+    """The task's fixed features as the env read them at the reset (what the analysis is given)."""
 
 
 def record(env: Any, act: Any, seed: int, steps: int) -> Rollout:
@@ -146,13 +149,14 @@ def record(env: Any, act: Any, seed: int, steps: int) -> Rollout:
     unwrapped = env.unwrapped
     obs, _ = env.reset(seed=seed)
     views, states = [env.get_wrapper_attr("view")], [snapshot(unwrapped)]
+    scene = episode_features(env.get_wrapper_attr("task"), env)
     for _ in range(steps):
         obs, _, terminated, truncated, _ = env.step(act(obs))
         views.append(env.get_wrapper_attr("view"))
         states.append(snapshot(unwrapped))
         if terminated or truncated:
             break
-    return Rollout(views, states, unwrapped.model)
+    return Rollout(views, states, unwrapped.model, scene)
 
 
 def _gripper_closed(views: list[Any]) -> np.ndarray | None:
@@ -178,6 +182,51 @@ def true_facts(task: Any, rollout: Rollout, thresholds: dict[str, float]) -> dic
         facts.update(_true_locomotion(track, float(rollout.views[0].dt), len(rollout.states)))
     else:
         facts.update(_true_manipulation(track, rollout.views, thresholds))
+        specs = getattr(task, "scene_features", None) or ()
+        if specs:
+            recomputer.load(rollout.states[0])
+            scene = read_features(recomputer.model, recomputer.data, specs)
+            for key, field in (("object", "obj"), ("object2", "obj2")):
+                if f"{field}.position" in track:
+                    facts.update(_true_relations(key, track[f"{field}.position"], scene, thresholds))
+            if "robot.ee_position" in track:  # the gripper: walls only
+                walls = tuple(f for f in scene if f.kind == "wall")
+                facts.update(_true_relations("gripper", track["robot.ee_position"], walls, thresholds))
+    return facts
+
+
+def true_scene(task: Any, recomputer: Recomputer, state: RawState) -> tuple[SceneFeature, ...]:
+    """The task's fixed features in `state`, from fresh kinematics on the recomputer's copy of the model."""
+    recomputer.load(state)
+    return read_features(recomputer.model, recomputer.data, getattr(task, "scene_features", None) or ())
+
+
+def _box_distance(point: np.ndarray, low: np.ndarray, high: np.ndarray) -> float:
+    nearest = np.clip(point, low, high)
+    return float(np.sqrt(((point - nearest) ** 2).sum()))
+
+
+def _true_relations(key: str, obj: np.ndarray, scene: tuple[SceneFeature, ...], thresholds: dict[str, float]) -> dict[str, float | bool]:
+    """The analysis's relations to fixed features (trajectory.scene_relations), written again from the box's corners:
+    off the table, the side of a wall (its thinnest axis) and the distance to it, inside a container."""
+    start, final = obj[0], obj[-1]
+    facts: dict[str, float | bool] = {}
+    for feature in scene:
+        centre, half = np.array(feature.centre), np.array(feature.half_size)
+        low, high = centre - half, centre + half
+        if feature.kind == "table":
+            inside_top = bool(low[0] <= final[0] <= high[0] and low[1] <= final[1] <= high[1])
+            facts[f"{key}_off_{feature.name}"] = not inside_top or bool(final[2] < high[2] - thresholds["FELL_M"])
+        elif feature.kind != "rim":
+            gap = _box_distance(final, low, high)
+            facts[f"{key}_{feature.name}_gap"] = gap
+            if feature.kind == "wall":
+                axis = int(np.argmin(half))
+                crossed = (final[axis] - centre[axis]) * (start[axis] - centre[axis]) < 0
+                facts[f"{key}_past_{feature.name}"] = bool(crossed)
+                facts[f"{key}_blocked_by_{feature.name}"] = bool(not crossed and gap < thresholds["NEAR_M"])
+            elif feature.kind in ("net", "bin", "box", "shelf", "cabinet", "hoop", "hole"):
+                facts[f"{key}_in_{feature.name}"] = bool(np.all(low <= final) and np.all(final <= high))
     return facts
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from sim_envs.metaworld_success import METAWORLD_RULES
 from sim_envs.metaworld_view import SawyerObject, SawyerRobot, SawyerView
 from sim_envs.scale_hints import ARM_SCALE_POINTS, REACH_SCALE_POINTS
+from sim_envs.scene_features import METAWORLD_FEATURES
 from sim_envs.task import REACH_ANCHORS, REACH_ORACLE, KeypointSetup, Task
 from sim_envs.view_base import StateView, frozen
 
@@ -83,7 +84,7 @@ METAWORLD_TASKS: dict[str, tuple[str, str]] = {
     "reach-wall": ("Move the gripper to the goal position on the other side of the wall.", "obj is a puck that this task ignores; only the gripper and the goal matter"),
     "shelf-place": ("Pick up the block and place it on the shelf.", "obj is the block; the goal is on the shelf"),
     "sweep-into": ("Sweep the puck into the hole in the table.", "obj is the puck; the goal is the hole"),
-    "sweep": ("Sweep the puck off the edge of the table.", "obj is the puck; the goal is past the table's edge"),
+    "sweep": ("Sweep the puck off the edge of the table.", "obj is the puck; the goal is on the table near its +x edge, so the puck need not fall off (the table's edges are stated below)"),
     "window-open": ("Slide the window open.", "obj is the window handle; the goal is its open position"),
     "window-close": ("Slide the window closed.", "obj is the window handle; the goal is its closed position"),
 }
@@ -338,6 +339,7 @@ def metaworld_tasks() -> list[Task]:
                 scripted_policy_factory=partial(_scripted_policy, name),
                 action_doc=ACTION_DOC,
                 view_notes=notes + ".",
+                scene_features=METAWORLD_FEATURES[name],
             )
         )
     return tasks

@@ -136,12 +136,18 @@ def _subtree(model: Any, root: int) -> set[int]:
 
 def object_box(model: Any, data: Any, root: int) -> tuple[np.ndarray, np.ndarray]:
     """(centre, full size) of the world-aligned box around the collision geoms of `root`'s subtree
-    (every geom where it has none), from MuJoCo's per-geom boxes (`geom_aabb`) turned by each geom's frame."""
+    (every geom where it has none)."""
     bodies = _subtree(model, root)
     geoms = [g for g in range(model.ngeom) if int(model.geom_bodyid[g]) in bodies]
     solid = [g for g in geoms if model.geom_contype[g] or model.geom_conaffinity[g]]
+    return geoms_box(model, data, solid or geoms)
+
+
+def geoms_box(model: Any, data: Any, geoms: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(centre, full size) of the world-aligned box around `geoms`, from MuJoCo's per-geom boxes (`geom_aabb`)
+    turned by each geom's frame."""
     low, high = np.full(3, np.inf), np.full(3, -np.inf)
-    for g in solid or geoms:
+    for g in geoms:
         rotation = data.geom_xmat[g].reshape(3, 3)
         centre = data.geom_xpos[g] + rotation @ model.geom_aabb[g, :3]
         half = np.abs(rotation) @ model.geom_aabb[g, 3:]

@@ -1,5 +1,6 @@
-"""Measure every built-in task and write the two JSON files the package ships: the objects' sizes
-(`object_facts.json`, sim_envs.object_facts) and the scene's scales (`scale_hints.json`, sim_envs.scale_hints).
+"""Measure every built-in task and write the JSON files the package ships: the objects' sizes
+(`object_facts.json`, sim_envs.object_facts), the scene's scales (`scale_hints.json`, sim_envs.scale_hints) and its
+fixed features (`scene_features.json`, sim_envs.scene_features).
 
 Why a module of its own: writing them needs every task (the registry), while the tasks need the shipped files;
 here, above both, the imports go one way. Regenerate with `python -m sim_envs.shipped_facts`.
@@ -15,6 +16,7 @@ from typing import Any
 from sim_envs.object_facts import FACTS_FILE, measure_object_facts, tracked_points
 from sim_envs.registry import list_tasks
 from sim_envs.scale_hints import HINTS_FILE, measure_scale_hints
+from sim_envs.scene_features import SCENE_FILE, measure_scene
 
 
 def write_json_lines(path: Path, by_task: dict[str, Any]) -> None:
@@ -37,6 +39,14 @@ def write_hints_file(path: Path = HINTS_FILE) -> dict[str, dict[str, list[float]
     return hints
 
 
+def write_scene_file(path: Path = SCENE_FILE) -> dict[str, list[dict[str, Any]]]:
+    """Measure every built-in task that describes its scene and write the JSON the package ships."""
+    scenes = {task.id: measure_scene(task) for task in list_tasks() if task.source == "builtin" and task.scene_features is not None}
+    write_json_lines(path, scenes)
+    return scenes
+
+
 if __name__ == "__main__":  # python -m sim_envs.shipped_facts
     print(f"wrote {FACTS_FILE} ({len(write_facts_file())} tasks)", file=sys.stderr)
     print(f"wrote {HINTS_FILE} ({len(write_hints_file())} tasks)", file=sys.stderr)
+    print(f"wrote {SCENE_FILE} ({len(write_scene_file())} tasks)", file=sys.stderr)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from sim_envs.object_facts import object_facts_text
+from sim_envs.scene_features import FeatureSpec, scene_text
 from sim_envs.success_rule import SuccessRule
 from sim_envs.view_base import StateView, render_view_class_doc
 
@@ -108,6 +109,10 @@ class Task:
     """The training settings of this task's family, a YAML file in the format of `policies/hyperparams/<family>.yml`:
     how a family defined in a task file (outside this package) brings its own. None: the package's file for the family.
     Every task of a family names the same file, and a built-in family keeps the package's (sim_envs.registry)."""
+    scene_features: tuple[FeatureSpec, ...] | None = field(default=None, repr=False)
+    """The scene's fixed features (walls, the table's edges, a net...) as MuJoCo bodies or geoms
+    (sim_envs.scene_features): the prompt states where they are and how big, the analysis where the object ended
+    relative to them. None: this task does not describe its scene; (): it has no fixed features."""
 
     @property
     def is_multi_goal(self) -> bool:
@@ -156,8 +161,9 @@ class Task:
 
 
 def render_view_doc(task: Task) -> str:
-    """The environment section of a prompt: the view classes, the action, task notes, and (built-in tasks) each
-    tracked object's measured size and where its tracked point sits in it (sim_envs.object_facts)."""
+    """The environment section of a prompt: the view classes, the action, task notes, (built-in tasks) each
+    tracked object's measured size and where its tracked point sits in it (sim_envs.object_facts), and the scene's
+    fixed features read from MuJoCo (sim_envs.scene_features), one line each."""
     parts = [
         f"# In compute_dense_reward(self, action), `self` is a {task.view_class.__name__}.",
         "# Every array is a read-only numpy float64 copy; positions are metres in the world frame, z up.",
@@ -170,4 +176,7 @@ def render_view_doc(task: Task) -> str:
     objects = object_facts_text(task.id)
     if objects:
         parts.append("# Object sizes, measured in MuJoCo: " + objects)
+    scene = scene_text(task)
+    if scene:
+        parts.append(scene)
     return "\n\n".join(parts)

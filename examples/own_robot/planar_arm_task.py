@@ -15,6 +15,7 @@ from planar_arm_scripted import ScriptedPusher
 from planar_arm_view import PlanarArmPushView, read_planar_arm_view
 
 from sim_envs import Task, rule
+from sim_envs.scene_features import FeatureSpec
 from sim_envs.success_progress import progress_of, within
 from sim_envs.success_rule import distance
 
@@ -63,4 +64,5 @@ PUSH_PUCK = Task(
         ("puck to goal", "obj.position", "goal_position"),
     ),
     hyperparams_file=Path(__file__).with_name("planar_arm.yml"),
+    scene_features=(FeatureSpec("table", "table", geom="table"),),  # read from the model: the prompt states its edges
 )

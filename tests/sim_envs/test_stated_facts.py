@@ -127,7 +127,7 @@ def test_every_stated_fact_matches_the_simulator(family: str):
     for task in (t for t in list_tasks() if t.family == family):
         problems = _hint_mismatches(task)
         for rollout in _rollouts(task):
-            stated = episode_facts(rollout.views)
+            stated = episode_facts(rollout.views, rollout.scene)
             problems += _mismatches(task, stated, true_facts(task, rollout, THRESHOLDS))
             problems += _start_mismatches(task, rollout)
             checked += len(stated)

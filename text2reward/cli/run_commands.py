@@ -87,7 +87,7 @@ def runs_show(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="the 
         in_round = [c for c in candidates if c.round == r]
         best = best_candidate(in_round)
         table.add_row(str(r), ", ".join(f"{c.id}:{c.status.value}" for c in in_round), best.id if best else "-",
-                      format_success(best.training.success_rate, best.training.episodes) if best and best.training else "-")
+                      format_success(best.success, best.training.episodes if best.training else None) if best else "-")
     console.print(table)
     console.print(f"tokens: {sum(c.tokens.total for c in candidates)}")
     final = store.final_summary()
@@ -95,10 +95,10 @@ def runs_show(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="the 
     for kind, arm in arms:
         if arm.mean is not None:
             seeds = arm.seeds or (final.seeds if final is not None else [])  # older summaries named the run's seeds only
-            pooled = arm.pooled  # None in older summaries, which kept no episode counts
-            console.print(f"final {kind}: success {pooled.text() if pooled is not None else f'{arm.mean:.2f}'} pooled over "
-                          f"seeds {seeds} (per seed {', '.join(f'{r:.2f}' for r in arm.success_rates)}; std {arm.std or 0:.2f})",
-                          highlight=False, soft_wrap=True)
+            pooled = arm.pooled
+            success = pooled.text() if pooled is not None else format_success(arm.mean)  # older summaries kept no episodes
+            console.print(f"final {kind}: success {success} pooled over seeds {seeds}, {arm.std or 0:.2f} standard deviation "
+                          "between them", highlight=False, soft_wrap=True)
         for failed in arm.failed_seeds:
             console.print(f"final {kind} seed {failed.seed} failed: {failed.reason}", highlight=False, soft_wrap=True, markup=False)
     if any(arm.failed_seeds for _, arm in arms):

@@ -22,7 +22,16 @@ from policies.score import progress_clause
 from policies.stats import PAIRED_ALPHA, Rate, mcnemar_exact
 from sim_envs.task import Task
 from text2reward.feedback.reflection import reflection_tips, reward_reflection
-from text2reward.feedback.trajectory import PROGRESS_M, _label, describe_behaviour, episode_facts, progress_words, trajectory_analysis
+from text2reward.feedback.trajectory import (
+    PROGRESS_M,
+    _label,
+    describe_behaviour,
+    episode_facts,
+    episode_scene,
+    is_scene_flag,
+    progress_words,
+    trajectory_analysis,
+)
 from text2reward.runs.records import Candidate
 from text2reward.runs.seed_scores import seed_spread
 from text2reward.runs.statuses import FailureCause
@@ -135,7 +144,7 @@ def mean_facts(task: Task, episodes: Sequence[Any]) -> dict[str, float]:
     values: dict[str, list[float]] = {}
     for episode in episodes:
         views = list(getattr(episode, "views", episode))
-        facts = episode_facts(views)
+        facts = episode_facts(views, episode_scene(episode))
         for key in ("object", "object2"):  # signed progress per episode: the contrast says how many ended nearer
             if f"{key}_goal_start" in facts:
                 change = float(facts[f"{key}_goal_final"]) - float(facts[f"{key}_goal_start"])
@@ -170,7 +179,7 @@ NOT_COMPARED = ("steps", "success", "episodes")
 def _boolean_keys(*fact_sets: dict[str, float]) -> set[str]:
     """The yes/no facts of `episode_facts` (averaged: shares of episodes)."""
     keys = set().union(*fact_sets)
-    return {k for k in keys if k in YES_NO_FACTS or k.endswith(YES_NO_SUFFIXES)}
+    return {k for k in keys if k in YES_NO_FACTS or k.endswith(YES_NO_SUFFIXES) or is_scene_flag(k)}
 
 
 def separating_facts(winner: dict[str, float], other: dict[str, float], count: int = SEPARATING_FACTS) -> list[str]:

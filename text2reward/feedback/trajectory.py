@@ -8,11 +8,13 @@ attribute presence, so every family and every user-derived task is covered.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from sim_envs.scene_features import CONTAINERS, SceneFeature
 from sim_envs.task import Task
 from sim_envs.view_base import dotted_attribute
 
@@ -33,6 +35,11 @@ def _views_and_success(episode: Any) -> tuple[list[Any], bool | None]:
     if hasattr(episode, "views"):
         return list(episode.views), bool(episode.success)
     return list(episode), None
+
+
+def episode_scene(episode: Any) -> tuple[SceneFeature, ...]:
+    """The fixed features an `EpisodeStats` recorded at its reset (none for a bare list of views)."""
+    return tuple(getattr(episode, "scene", ()) or ())
 
 
 def _has(view: Any, dotted: str) -> bool:
@@ -78,7 +85,36 @@ def _displacement_facts(key: str, track: np.ndarray, floor: float | None) -> dic
     }
 
 
-def _manipulation_facts(views: list[Any]) -> dict[str, float | bool]:
+def scene_relations(key: str, track: np.ndarray, scene: Sequence[SceneFeature], walls_only: bool = False) -> dict[str, float | bool]:
+    """Where the tracked point ended relative to each fixed feature, from its recorded positions: off the table
+    (beyond its edges, or more than `FELL_M` below its top), blocked by a wall (ended on the side it started on, within
+    `NEAR_M` of it) or past it (on the other side), inside a container (net, bin, shelf...), and its distance to each
+    feature but the table and its rim (0 inside the feature's box). `walls_only`: the walls alone (the gripper's)."""
+    start, final = track[0], track[-1]
+    facts: dict[str, float | bool] = {}
+    for feature in scene:
+        if walls_only and feature.kind != "wall":
+            continue
+        low, high = feature.low, feature.high
+        if feature.kind == "table":
+            beyond = bool(np.any(final[:2] < low[:2]) or np.any(final[:2] > high[:2]))
+            facts[f"{key}_off_{feature.name}"] = beyond or bool(final[2] < high[2] - FELL_M)
+            continue
+        if feature.kind == "rim":
+            continue
+        gap = feature.gap(final)
+        facts[f"{key}_{feature.name}_gap"] = gap
+        if feature.kind == "wall":
+            axis, centre = feature.thin_axis, feature.centre[feature.thin_axis]
+            crossed = bool((final[axis] - centre) * (start[axis] - centre) < 0)
+            facts[f"{key}_blocked_by_{feature.name}"] = not crossed and gap < NEAR_M
+            facts[f"{key}_past_{feature.name}"] = crossed
+        elif feature.kind in CONTAINERS:
+            facts[f"{key}_in_{feature.name}"] = feature.contains(final)
+    return facts
+
+
+def _manipulation_facts(views: list[Any], scene: Sequence[SceneFeature] = ()) -> dict[str, float | bool]:
     first = views[0]
     facts: dict[str, float | bool] = {}
     ee = _series(views, "robot.ee_position") if _has(first, "robot.ee_position") else None
@@ -86,6 +122,8 @@ def _manipulation_facts(views: list[Any]) -> dict[str, float | bool]:
     if ee is not None and goal is not None:
         d = _distance(ee, goal)
         facts.update(gripper_goal_start=d[0], gripper_goal_min=d.min(), gripper_goal_final=d[-1])
+    if ee is not None:
+        facts.update(scene_relations("gripper", ee, scene, walls_only=True))  # reach-wall: did the hand get past it?
     for key, field in (("object", "obj"), ("object2", "obj2")):
         if not _has(first, f"{field}.position"):
             continue
@@ -98,6 +136,7 @@ def _manipulation_facts(views: list[Any]) -> dict[str, float | bool]:
                 facts[f"{key}_grasped"] = bool(np.any(closed & (near < NEAR_M)))
         floor = float(first.table_height) if _has(first, "table_height") else None
         facts.update(_displacement_facts(key, obj, floor))
+        facts.update(scene_relations(key, obj, scene))
         if goal is not None:
             d = _distance(obj, goal)
             facts.update({f"{key}_goal_start": d[0], f"{key}_goal_min": d.min(), f"{key}_goal_final": d[-1]})
@@ -138,8 +177,9 @@ def _locomotion_facts(views: list[Any]) -> dict[str, float | bool]:
     return facts
 
 
-def episode_facts(views: Sequence[Any]) -> dict[str, float | bool]:
-    """Named numbers (metres, m/s, rad) and yes/no facts about one rollout, by what its views hold."""
+def episode_facts(views: Sequence[Any], scene: Sequence[SceneFeature] = ()) -> dict[str, float | bool]:
+    """Named numbers (metres, m/s, rad) and yes/no facts about one rollout, by what its views hold; with the
+    episode's fixed features (`scene`), where its objects ended relative to them."""
     views = list(views)
     if not views:
         return {}
@@ -147,7 +187,7 @@ def episode_facts(views: Sequence[Any]) -> dict[str, float | bool]:
     if _has(views[0], "torso.position"):
         facts.update(_locomotion_facts(views))
     elif _has(views[0], "robot"):
-        facts.update(_manipulation_facts(views))
+        facts.update(_manipulation_facts(views, scene))
     return {k: (v if isinstance(v, bool) else float(v)) for k, v in facts.items()}
 
 
@@ -189,9 +229,32 @@ LABELS: dict[str, str] = {
 }
 
 
+SCENE_FLAG = re.compile(r"^(object2?|gripper)_(blocked_by|past|in|off)_\w+$")
+"""The yes/no facts of `scene_relations` (a feature's name is part of the key)."""
+
+
+def is_scene_flag(key: str) -> bool:
+    return SCENE_FLAG.match(key) is not None
+
+
+SCENE_LABELS: tuple[tuple[str, str], ...] = (
+    (r"^(object|gripper)_blocked_by_(\w+)$",
+     f"{{}} blocked by the {{}} (ended on the side it started on, within {NEAR_M * 100:.0f} cm of it)"),
+    (r"^(object|gripper)_past_(\w+)$", "{} ended past the {} (on its other side from where it started)"),
+    (r"^(object)_in_(\w+)$", "{} ended inside the {} (its tracked point within that box)"),
+    (r"^(object)_off_(\w+)$", f"{{}} fell off the {{}} (ended beyond its edges or more than {FELL_M * 100:.0f} cm below its top)"),
+    (r"^(object|gripper)_(\w+)_gap$", "{}'s distance to the {} at the end (m; 0 inside its box)"),
+)
+"""Labels of `scene_relations`' facts, by pattern (a feature's name is part of the key)."""
+
+
 def _label(key: str) -> str:
     if key in LABELS:
         return LABELS[key]
+    for pattern, words in SCENE_LABELS:
+        match = re.match(pattern, key)
+        if match:
+            return words.format(match.group(1), match.group(2).replace("_", " "))
     if key.startswith("object2_") or key.startswith("gripper_object2_"):
         return _label(key.replace("object2", "object")).replace("object", "second object")
     if key.startswith("foot_"):  # foot_<leg>_<max|mean>_height
@@ -206,7 +269,7 @@ def _collect(task: Task, episodes: Sequence[Any], successes: Sequence[bool] | No
         views, success = _views_and_success(episode)
         if successes is not None and i < len(successes):
             success = bool(successes[i])
-        episode = episode_facts(views)
+        episode = episode_facts(views, episode_scene(episode))
         if episode:
             episode["ended_early"] = episode["steps"] < task.max_episode_steps
         facts.append(episode)
@@ -379,6 +442,9 @@ def _manipulation_sentences(facts: list[dict[str, Any]]) -> list[str]:
         progress = _progress_line(facts, "object")
         if progress is not None:
             parts.append("Progress toward the goal: " + progress[len("progress toward the goal: "):] + ".")
+        for key in facts[0]:
+            if key.startswith("object_") and is_scene_flag(key) and _count(facts, key):
+                parts.append(f"{_label(key)[0].upper()}{_label(key)[1:]}: {_count(facts, key)} of {n}.")
     if "gripper_goal_start" in facts[0]:
         parts.append(
             f"The gripper started {_cm(_mean(facts, 'gripper_goal_start'))} from the goal, came within "

@@ -219,10 +219,9 @@ def analyse(task: Any, model: Any, reward_fn: Any, seed: int, episodes: int, res
         env.close()
     successes = [e.success for e in rollouts]
     analysed = AnalysedEpisodes(seeds=[first + i for i in range(count)], evaluation=evaluation, replayed=successes) if evaluation else None
-    views = [e.views for e in rollouts]
-    record: dict[str, Any] = {
-        "feedback_text": build_feedback_text(task, result, views, successes, analysed=analysed, peak=peak),
-        "behaviour_text": describe_behaviour(task, views, successes),
+    record: dict[str, Any] = {  # the rollouts themselves: their views and the scene's features at each reset
+        "feedback_text": build_feedback_text(task, result, rollouts, successes, analysed=analysed, peak=peak),
+        "behaviour_text": describe_behaviour(task, rollouts, successes),
         "facts": mean_facts(task, rollouts),
         "analysed_seeds": [first + i for i in range(count)],
     }
