@@ -25,8 +25,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 _UMASK_LOCK = threading.Lock()
 
 
@@ -98,7 +96,8 @@ def finite(value: Any, default: Callable[[Any], Any] | None = None) -> Any:
         return {key: finite(item, default) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [finite(item, default) for item in value]
-    if isinstance(value, (np.generic, np.ndarray)):
+    numpy = sys.modules.get("numpy")  # a numpy value exists only where numpy is loaded: this module never loads it itself
+    if numpy is not None and isinstance(value, (numpy.generic, numpy.ndarray)):
         return finite(value.tolist(), default)
     if isinstance(value, Path):
         return str(value)

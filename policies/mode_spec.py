@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from policies.choices import Registry
 from sim_envs.errors import ConfigError
+
+if TYPE_CHECKING:  # the measures read arrays; this module (a registry `t2r --help` lists) never needs numpy itself
+    import numpy as np
 
 ENTRY_POINT = "compute_dense_reward"
 """The sandbox's one entry point, `compute_dense_reward(self, action)`: what every worker calls, in every mode."""
@@ -29,7 +30,7 @@ ENTRY_PARAMETERS = ("self", "action")
 
 def total(values: np.ndarray) -> float:
     """A rollout's return: the sum of its per-step values (what a dense reward pays over an episode)."""
-    return float(np.sum(values))
+    return float(values.sum())
 
 
 def rise(values: np.ndarray) -> float:

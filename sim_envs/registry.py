@@ -23,6 +23,8 @@ from sim_envs.success_rule import SUCCESS_WHEN, SuccessRule
 from sim_envs.task import Task
 
 _TASKS: dict[str, Task] = {}
+_TASK_FILES: dict[Path, tuple[tuple[int, int], list[Task]]] = {}
+"""Task files already run in this process: the file -> (its modification time and size then, the tasks it defined)."""
 _BUILTINS_LOADED = False
 
 
@@ -186,12 +188,21 @@ def _line_in(path: Path, exc: BaseException) -> int | None:
 def load_task_file(path: str | Path) -> list[Task]:
     """Run a user's Python file and register every `Task` it defines at module level (as `source="user"`).
 
+    A file runs once per process: the front door, the checks, the loop, tuning and a resume each ask for the run's
+    task, and the user's file (which may be slow, or print, or count) must not run again for each; asked again, its
+    tasks are registered again as they were. A file changed on disk since (its time or size) runs again.
+
     Modules next to the file import by their names (`from my_robot_env import MyEnv`), as beside a script: its
     folder joins the end of `sys.path` (the end, so an installed package of the same name is never shadowed: give
     your modules distinctive names). It stays there, since env factories may import them later."""
     path = Path(path)
     if not path.is_file():
         raise TaskFileError(f"task file {path} does not exist; pass the path of a .py file that defines a Task")
+    status = path.resolve().stat()
+    stamp = (status.st_mtime_ns, status.st_size)
+    loaded = _TASK_FILES.get(path.resolve())
+    if loaded is not None and loaded[0] == stamp:
+        return [register_task(task, replace=True) for task in loaded[1]]
     folder = str(path.resolve().parent)
     if folder not in sys.path:
         sys.path.append(folder)
@@ -212,4 +223,6 @@ def load_task_file(path: str | Path) -> list[Task]:
     if not tasks:
         raise TaskFileError(f"task file {path} defines no Task; assign derive_task(...) to a module-level name")
     # a Task built in the file (not derived) is the user's too, whatever its `source` says
-    return [register_task(t if t.source != "builtin" else dataclasses.replace(t, source="user"), replace=True) for t in tasks]
+    registered = [register_task(t if t.source != "builtin" else dataclasses.replace(t, source="user"), replace=True) for t in tasks]
+    _TASK_FILES[path.resolve()] = (stamp, registered)
+    return registered

@@ -51,13 +51,13 @@ def build_runs(base: Path) -> Path:
         return runs
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
-    start_run(RunConfig(task_id="fetch/reach", backend="heuristic", rounds=1, samples=2, steps=200, workers=2,
-                        final_seeds=1, eval_freq=100, eval_episodes=1, overrides=TINY, success_threshold=1.01,
-                        early_stop=False), runs)  # both candidates train to the end: the pages' figures are fixed
+    start_run(RunConfig.of(task_id="fetch/reach", backend="heuristic", rounds=1, samples=2, steps=200, workers=2,
+                           final_seeds=1, eval_freq=100, eval_episodes=1, overrides=TINY, success_threshold=1.01,
+                           early_stop=False), runs)  # both candidates train to the end: the pages' figures are fixed
     reply = base / "hostile_reply.md"
     reply.write_text(HOSTILE_REPLY)
-    start_run(RunConfig(task_id="fetch/reach", backend="file", reply_files=[str(reply)], rounds=1, samples=1,
-                        fix_attempts=0, screen=False, steps=200, final_seeds=1, workers=1), runs)
+    start_run(RunConfig.of(task_id="fetch/reach", backend="file", reply_files=[str(reply)], rounds=1, samples=1,
+                           fix_attempts=0, screen=False, steps=200, final_seeds=1, workers=1), runs)
     (base / "built").write_text("ok")
     return runs
 
@@ -85,8 +85,8 @@ def codeless_run(tmp_path_factory) -> tuple[Path, str]:
     replies = [base / "no_code.md", base / "raises.md"]
     replies[0].write_text(CODELESS_REPLY)
     replies[1].write_text(RAISING_REPLY)
-    store = start_run(RunConfig(task_id="fetch/reach", backend="file", reply_files=[str(p) for p in replies], rounds=1,
-                                samples=2, fix_attempts=0, screen=False, steps=200, final_seeds=1, workers=1), base / "runs")
+    store = start_run(RunConfig.of(task_id="fetch/reach", backend="file", reply_files=[str(p) for p in replies], rounds=1,
+                                   samples=2, fix_attempts=0, screen=False, steps=200, final_seeds=1, workers=1), base / "runs")
     return base / "runs", store.run_id
 
 

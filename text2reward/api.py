@@ -232,8 +232,9 @@ def _task_id(task: str | Task, task_file: str | Path | None) -> str:
 
 
 class SearchSettings(TypedDict, total=False):
-    """Every setting of a search, typed (`RunConfig`'s fields but the task and the backend, which `RewardSearch` takes
-    first): what an editor completes and a type checker checks in `RewardSearch(task, backend, **settings)`."""
+    """Every setting of a search, typed (`RunConfig`'s settings but the task and the backend, which `RewardSearch` takes
+    first; flat, whichever stage's group holds each): what an editor completes and a type checker checks in
+    `RewardSearch(task, backend, **settings)`."""
 
     model: str | None
     base_url: str | None
@@ -375,7 +376,7 @@ class RewardSearch:
         task_id = _task_id(task, values.get("task_file"))
         if values.get("task_file") is not None:
             values["task_file"] = str(Path(values["task_file"]).resolve())
-        self.config = RunConfig(task_id=task_id, backend=name, **values)
+        self.config = RunConfig.of(task_id, backend=name, **values)
         self.config.validate()  # the choices against their registries, now rather than at run()
         self.runs_dir, self.callbacks, self.display = Path(runs_dir), list(callbacks), display
 
@@ -407,10 +408,10 @@ class RewardSearch:
         store = RunStore.open(Path(runs_dir), run_id)
         if rounds is not None or executor is not None or ray_address is not None:
             config = RunConfig.from_record(store.config_data())
-            config.rounds = max(config.rounds, rounds or 0)
-            config.executor = executor or config.executor
-            config.ray_address = ray_address or config.ray_address
-            config.executor_spec.check(config.executor_settings())  # before it is recorded: a typo never lands in config.json
+            training = config.training
+            config = config.updated(rounds=max(config.rounds, rounds or 0), executor=executor or training.executor,
+                                    ray_address=ray_address or training.ray_address)
+            config.executor_spec.check(config.training.executor_settings())  # before it is recorded: a typo never lands in config.json
             store.write_config(config.to_record())
         for path in reply_files:
             if not Path(path).is_file():
@@ -430,7 +431,7 @@ def _search_signature() -> inspect.Signature:
     IDE and a notebook's completion show), from `SearchSettings` and `RunConfig`'s defaults."""
     base = inspect.signature(RewardSearch.__init__)
     fixed = [p for p in base.parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD]
-    defaults = {name: getattr(RunConfig(task_id="-"), name) for name in get_type_hints(SearchSettings)}  # each field's default
+    defaults = RunConfig.of("-").flat()  # each setting's default
     hints = get_type_hints(SearchSettings)
     settings = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=defaults.get(name), annotation=hint)
                 for name, hint in hints.items()]

@@ -15,7 +15,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from policies.plan import TrainingPlan, resolve_training_plan
-from sim_envs import get_task, load_task_file
+from sim_envs import get_task
 from sim_envs.task import Task
 from text2reward.checking import CandidateChecker, CheckSettings
 from text2reward.errors import ConfigError, RunInterrupted, Text2RewardError
@@ -50,7 +50,7 @@ from text2reward.runs.run_events import (
 from text2reward.runs.statuses import CandidateStatus, FailureCause, RunStatus
 from text2reward.runs.store import RunStore, check_writable, index_run
 from text2reward.sandbox import active_isolation
-from text2reward.settings import RunConfig, check_backend, check_run_config
+from text2reward.settings import RunConfig, check_backend, check_run_config, run_task, shared_fields
 from text2reward.training.early_stop import EarlyStopper
 from text2reward.training.job import TRAIN_DIR, TrainJob
 from text2reward.training.pool import JobDisplay, JobOutcome
@@ -82,8 +82,9 @@ def replies_used(store: RunStore) -> int:
 def make_run_backend(config: RunConfig, store: RunStore) -> Backend:
     """The run's backend from its settings; its replies cached in the runs' cache unless the spec or `--no-cache` says no."""
     spec = config.backend_spec
-    backend = spec.make(config.backend_settings(replies_used=replies_used(store) if config.reply_files else 0))
-    if not spec.cache_replies or not config.cache:
+    generation = config.generation
+    backend = spec.make(config.backend_settings(replies_used=replies_used(store) if generation.reply_files else 0))
+    if not spec.cache_replies or not generation.cache:
         return backend  # pasted replies are the record themselves; --no-cache asks the model again
     return CachedBackend(backend, ReplyCache(store.paths.cache))
 
@@ -94,22 +95,20 @@ class Loop:
     def __init__(self, store: RunStore, backend: Backend | None = None, emit: Emit | None = None, display: JobDisplay | None = None):
         self.store = store
         self.config = RunConfig.from_record(store.config_data())
-        if self.config.task_file:
-            load_task_file(self.config.task_file)
-        self.task: Task = get_task(self.config.task_id)
+        self.task: Task = run_task(self.config)
         self.emit = emit or ignore
         self.backend = backend or make_run_backend(self.config, store)
         self.resources = ExitStack()
         """What the run holds until it ends (a Ray session, opened when the first jobs train on Ray)."""
-        runner = self.config.executor_spec.open(self.config.executor_settings(), self.resources, self.say)
+        runner = self.config.executor_spec.open(self.config.training.executor_settings(), self.resources, self.say)
         self.session = JobSession(runner, display, self.emit)
         self.display = display
         source = self.config.source
         self.keypoints = KeypointStage(store.paths.keypoints) if source.uses_keypoints else None
-        self.prompts = RoundPrompts(store, self.task, self.config.reward_mode, self.config.few_shot, self.config.vision)
-        settings = CheckSettings(reward_mode=self.config.reward_mode, fix_attempts=self.config.fix_attempts,
-                                 temperature=self.config.temperature, seed=self.config.seed, screen=self.config.screen,
-                                 screen_threshold=self.config.screen_threshold)
+        generation = self.config.generation
+        self.prompts = RoundPrompts(store, self.task, generation.reward_mode, generation.few_shot, generation.vision)
+        # the checks' settings: their group, the generation's reward mode and fix temperature, the run's seed
+        settings = shared_fields(CheckSettings, self.config.checking, generation, seed=self.config.seed)
         combine = self.keypoints.with_keypoint_reward if self.keypoints is not None and source.adds_keypoint_reward else None
         self.checker = CandidateChecker(store, self.task, self.backend, settings, self.emit, prepare_code=combine)
 
@@ -194,14 +193,14 @@ class Loop:
     # --- one round -------------------------------------------------------------------------------------------
     def run_round(self, round_index: int) -> RoundSummary:
         from_keypoints = round_index == 0 and self.config.source.first_round_is_keypoint_program
-        author = None if from_keypoints else self.config.backend_spec.label(self.config.model)
-        self.emit(RoundStarted(round_index, author, 1 if from_keypoints else self.config.samples))
+        author = None if from_keypoints else self.config.author()
+        self.emit(RoundStarted(round_index, author, 1 if from_keypoints else self.config.generation.samples))
         self.store.set_state(round=round_index)
         prompt = self.prompts.prompt(round_index, self.keypoint_section(), from_keypoints)
         for sample, reply in enumerate(self.round_replies(round_index, prompt, from_keypoints)):
             self.checker.prepare(round_index, sample, reply)
         self.train_round(round_index)
-        if self.config.vision_analysis:
+        if self.config.generation.vision_analysis:
             analyse_failures(self.store, self.task, self.backend, round_index, self.config.success_threshold, self.config.seed, self.emit)
         candidates = self.store.candidates(round_index)
         best = best_candidate(candidates)
@@ -221,8 +220,8 @@ class Loop:
                 replies = [self.keypoints.first_round_reply()]
             else:
                 replies = self.backend.generate(GenerationRequest(
-                    messages=prompt.messages, n=self.config.samples, task_id=self.task.id, round=round_index,
-                    temperature=self.config.temperature, seed=self.config.seed, context=prompt.context))
+                    messages=prompt.messages, n=self.config.generation.samples, task_id=self.task.id, round=round_index,
+                    temperature=self.config.generation.temperature, seed=self.config.seed, context=prompt.context))
             saved = [reply.to_dict() for reply in replies]
             self.store.write_json(path, saved)
         return [Reply.from_dict(reply) for reply in saved]
@@ -231,10 +230,11 @@ class Loop:
         """With a keypoint reward source: the task's keypoints in `keypoints/` (found once; a resume reads them)."""
         if self.keypoints is None:
             return
-        finder = self.config.keypoints
+        generation = self.config.generation
+        finder = generation.keypoints
         asks_backend = keypoint_finder(finder).asks_backend
         self.keypoints.ensure(self.task, finder, self.backend if asks_backend else None, self.config.seed,
-                              self.config.keypoint_camera, self.config.keypoint_anchors, self.emit)
+                              generation.keypoint_camera, generation.keypoint_anchors, self.emit)
 
     def keypoint_section(self) -> KeypointSection | None:
         if self.keypoints is None or not self.config.source.prompt_shows_keypoints:
@@ -259,14 +259,14 @@ class Loop:
             return
         seeds = self.config.candidate_seed_list()
         planned = [(c, seed, self.job(self.store.paths.training_dir(round_index, c.sample, None if k == 0 else seed), "code",
-                                      self.store.root / str(c.code_file), seed, self.config.video and k == 0, early_stop=True, candidate=c))
+                                      self.store.root / str(c.code_file), seed, self.config.training.video and k == 0, early_stop=True, candidate=c))
                    for c in pending for k, seed in enumerate(seeds)]
         for _, seed, job in planned:
             if seed != seeds[0]:
                 job.analysis_episodes = 0  # the feedback describes the first seed's policy; the others give their figures
         by_dir = {job.out_dir: (candidate, seed) for candidate, seed, job in planned}
         got: dict[str, dict[int, JobOutcome]] = {}
-        self.emit(TrainingStarted(round_index, tuple(c.id for c in pending), self.config.workers))
+        self.emit(TrainingStarted(round_index, tuple(c.id for c in pending), self.config.training.workers))
 
         def on_done(outcome: JobOutcome) -> None:
             pending_candidate, seed = by_dir[outcome.job.out_dir]
@@ -286,7 +286,7 @@ class Loop:
 
         labelled = [(seed_label(c.id, seed, len(seeds)), job) for c, seed, job in planned]
         # the round's jobs share one plan but their seed: the stopper judges by the workers' own, a candidate's seeds as one
-        stopper = self.early_stopper(round_index, planned[0][2].resolved_plan(self.task), len(seeds)) if self.config.early_stop else None
+        stopper = self.early_stopper(round_index, planned[0][2].resolved_plan(self.task), len(seeds)) if self.config.training.early_stop else None
         # a candidate whose reward process the machine stopped or killed was not at fault: it trains once more
         self.session.run_retrying(labelled, ROUND_ATTEMPTS, on_done, stopper, causes=(FailureCause.MACHINE,))
 
@@ -338,10 +338,10 @@ class Loop:
             summary = FinalSummary(best_candidate=None, reason="no candidate trained successfully")
             self.store.write_final_summary(summary)
             return summary
-        seeds = [self.config.seed + 1 + i for i in range(self.config.final_seeds)]
+        seeds = self.config.final_seed_list()
         arms: list[tuple[str, str, str, Path | None]] = [("best", best.id, "code", self.store.root / str(best.code_file))]
         # the best's jobs are keyed by candidate: a later, better candidate never reuses these results
-        if self.config.compare_expert and self.task.has_expert_reward:
+        if self.config.final.compare_expert and self.task.has_expert_reward:
             arms.append(("expert", "expert", "expert", None))
         jobs = [(arm, self.job(self.store.paths.final_job(folder, seed), reward, code, seed, False, candidate=best if reward == "code" else None))
                 for arm, folder, reward, code in arms for seed in seeds]
@@ -369,7 +369,7 @@ def start_run(config: RunConfig, runs_dir: Path, emit: Emit | None = None, backe
     config = check_run_config(config, backend_given=backend is not None)
     active_isolation()  # fail closed before any model is asked or any code runs: no jail here, no run
     check_writable(runs_dir)  # a read-only or full place: one line, before anything is asked or written
-    warning = budget_warning(get_task(config.task_id), config.steps)
+    warning = budget_warning(get_task(config.task_id), config.training.steps)
     if warning and emit is not None:
         emit(Note(warning))
     store = RunStore.create(runs_dir, config.to_record())
@@ -391,15 +391,14 @@ def resume_run(runs_dir: Path, run_id: str, emit: Emit | None = None, backend: B
     """Go on with a run; `reply_files` adds replies for a run that waits on a person (`--llm file`)."""
     store = RunStore.open(runs_dir, run_id)
     config = RunConfig.from_record(store.config_data())
-    config.executor_spec.check(config.executor_settings())
+    config.executor_spec.check(config.training.executor_settings())
     if reply_files:
         if not config.backend_spec.reads_reply_files:
-            raise ConfigError(f"run {run_id} asks {config.backend}, not reply files: --reply-file is for runs made with --llm file")
-        config.reply_files = [*config.reply_files, *reply_files]
-    if config.task_file:
-        load_task_file(config.task_file)
+            raise ConfigError(f"run {run_id} asks {config.generation.backend}, not reply files: --reply-file is for runs made with --llm file")
+        config = config.updated(reply_files=[*config.generation.reply_files, *reply_files])
+    task = run_task(config)
     if backend is None:
-        check_backend(config, get_task(config.task_id))
+        check_backend(config, task)
     active_isolation()
     if reply_files:
         store.write_config(config.to_record())

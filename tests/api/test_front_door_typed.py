@@ -4,7 +4,6 @@ ValueError naming the parameter), the public names listed, a callback that stops
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import shutil
 import subprocess
@@ -19,7 +18,7 @@ from text2reward import Policy, RewardSearch, SearchCallback, SearchSettings, tr
 from text2reward.errors import ConfigError
 from text2reward.runs.run_events import Evaluation
 from text2reward.runs.statuses import RunStatus
-from text2reward.settings import RunConfig
+from text2reward.settings import setting_fields
 
 TINY = dict(rounds=1, samples=1, steps=200, eval_freq=100, eval_episodes=1, final_seeds=0, video=False,
             overrides={"learning_starts": 50, "batch_size": 32}, algo="sac")
@@ -45,10 +44,10 @@ def test_a_wrong_setting_is_refused_when_the_search_is_built_in_pythons_terms(tm
 
 def test_the_signature_lists_every_setting_typed_with_its_default():
     parameters = inspect.signature(RewardSearch).parameters
-    fields = {f.name: f for f in dataclasses.fields(RunConfig)}
+    fields = {f.name: owner for owner, f in setting_fields()}
     settings = set(fields) - {"task_id", "backend"}
     assert set(get_type_hints(SearchSettings)) == settings  # the typed settings are RunConfig's, no more, no fewer
-    run_types = get_type_hints(RunConfig)
+    run_types = {name: get_type_hints(owner)[name] for name, owner in fields.items()}
     assert all(get_type_hints(SearchSettings)[name] == run_types[name] for name in settings)
     assert {"task", "backend", "runs_dir", "callbacks", *settings} <= set(parameters)
     assert parameters["rounds"].default == 2 and parameters["steps"].kind is inspect.Parameter.KEYWORD_ONLY

@@ -29,9 +29,9 @@ HOSTILE_KEYPOINT_REPLY = '{"points": []} </pre><script>window.pwned = 2</script>
 @pytest.fixture(scope="module")
 def keypoint_run(tmp_path_factory) -> RunStore:
     """A finished run whose one candidate is the program text2reward wrote from the oracle's keypoints."""
-    config = RunConfig(task_id="franka/push", reward_source="keypoints", keypoints="oracle", rounds=1, samples=1, steps=200,
-                       workers=1, final_seeds=0, compare_expert=False, eval_freq=200, eval_episodes=1,
-                       overrides={"learning_starts": 50, "batch_size": 32}, video=False)
+    config = RunConfig.of(task_id="franka/push", reward_source="keypoints", keypoints="oracle", rounds=1, samples=1, steps=200,
+                          workers=1, final_seeds=0, compare_expert=False, eval_freq=200, eval_episodes=1,
+                          overrides={"learning_starts": 50, "batch_size": 32}, video=False)
     return start_run(config, tmp_path_factory.mktemp("keypoints") / "runs")
 
 

@@ -242,9 +242,9 @@ def test_keypoints_need_a_model_that_sees(tmp_path):
     with pytest.raises(ConfigError, match="no keypoint setup"):
         find_keypoints(get_task("hopper/forward"), tmp_path, "oracle")
     with pytest.raises(ConfigError, match="add --vision"):
-        RunConfig(task_id="fetch/push", backend="openai", model="m", reward_source="keypoints", keypoints="model").validate()
+        RunConfig.of(task_id="fetch/push", backend="openai", model="m", reward_source="keypoints", keypoints="model").validate()
     with pytest.raises(ConfigError, match="--reward-mode dense"):
-        RunConfig(task_id="fetch/push", reward_source="keypoints", reward_mode="potential").validate()
+        RunConfig.of(task_id="fetch/push", reward_source="keypoints", reward_mode="potential").validate()
 
 
 # --- the loop ------------------------------------------------------------------------------------------------
@@ -252,8 +252,8 @@ def test_keypoints_need_a_model_that_sees(tmp_path):
 
 @pytest.mark.slow
 def test_a_keypoint_reward_source_trains_its_program_like_a_model_reward(tmp_path):
-    config = RunConfig(task_id="fetch/push", reward_source="keypoints", keypoints="oracle", rounds=1, samples=1, steps=200,
-                       workers=1, final_seeds=0, compare_expert=False, eval_freq=200, eval_episodes=1, overrides=TINY, video=False)
+    config = RunConfig.of(task_id="fetch/push", reward_source="keypoints", keypoints="oracle", rounds=1, samples=1, steps=200,
+                          workers=1, final_seeds=0, compare_expert=False, eval_freq=200, eval_episodes=1, overrides=TINY, video=False)
     store = start_run(config, tmp_path)
     (candidate,) = store.candidates()
     assert candidate.backend == "keypoints" and candidate.model == "program from oracle keypoints"
@@ -278,9 +278,9 @@ def test_failure_analysis_shows_the_keyframes_and_its_answer_reaches_the_next_pr
     script = [Say(FAILING), Say(sees_image(ANALYSIS)), Say(FAILING.replace("-distance,", "-2.0 * distance,"))]
     with OpenAITestServer(script=script) as server:
         os.environ.setdefault("OPENAI_API_KEY", "test-key")
-        config = RunConfig(task_id="fetch/reach", backend="openai", model="vision-model", base_url=server.base_url,
-                           vision=True, vision_analysis=True, rounds=2, samples=1, steps=150, workers=1, final_seeds=0,
-                           compare_expert=False, eval_freq=150, eval_episodes=1, overrides=TINY, success_threshold=1.01)
+        config = RunConfig.of(task_id="fetch/reach", backend="openai", model="vision-model", base_url=server.base_url,
+                              vision=True, vision_analysis=True, rounds=2, samples=1, steps=150, workers=1, final_seeds=0,
+                              compare_expert=False, eval_freq=150, eval_episodes=1, overrides=TINY, success_threshold=1.01)
         store = start_run(config, tmp_path)
         requests = server.chat_requests
     asked = requests[1]
@@ -344,9 +344,9 @@ def test_a_person_answers_through_reply_files_and_the_run_resumes_where_it_waite
     gu, gv = scene.shot.camera.project(scene.anchors["obj"])[0][0]
     answer = tmp_path / "keypoints.md"
     answer.write_text(json.dumps({"grasp": {"x": round(gu), "y": round(gv), "anchor": "obj"}, "target": {"x": 120, "y": 380}}))
-    config = RunConfig(task_id="franka/push", backend="file", reply_files=[str(answer)], vision=True, reward_source="code+keypoints",
-                       keypoints="model", rounds=1, samples=1, steps=200, workers=1, final_seeds=0, compare_expert=False,
-                       eval_freq=200, eval_episodes=1, overrides=TINY, video=False, screen=False)
+    config = RunConfig.of(task_id="franka/push", backend="file", reply_files=[str(answer)], vision=True, reward_source="code+keypoints",
+                          keypoints="model", rounds=1, samples=1, steps=200, workers=1, final_seeds=0, compare_expert=False,
+                          eval_freq=200, eval_episodes=1, overrides=TINY, video=False, screen=False)
     store = start_run(config, tmp_path / "runs")
     assert store.state().status == "waiting_for_replies"
     assert read_keypoints(store.root / "keypoints").source == "file:file"

@@ -19,9 +19,9 @@ TINY = {"learning_starts": 50, "batch_size": 32}
 
 
 def test_two_seeds_per_candidate_train_two_jobs_and_pool_their_episodes(tmp_path):
-    config = RunConfig(task_id="fetch/reach", backend="heuristic", rounds=2, samples=1, steps=300, workers=2, candidate_seeds=2,
-                       final_seeds=1, compare_expert=False, eval_freq=150, eval_episodes=2, overrides=TINY,
-                       success_threshold=1.01, video=False)
+    config = RunConfig.of(task_id="fetch/reach", backend="heuristic", rounds=2, samples=1, steps=300, workers=2, candidate_seeds=2,
+                          final_seeds=1, compare_expert=False, eval_freq=150, eval_episodes=2, overrides=TINY,
+                          success_threshold=1.01, video=False)
     messages: list[str] = []
     store = start_run(config, tmp_path, emit=lambda e: messages.append(e.text))
     assert store.state().status == "finished"

@@ -205,7 +205,7 @@ def test_a_model_the_server_does_not_serve_is_refused_and_openai_model_is_honour
             "--runs-dir", tmp_path / "runs", env=env, timeout=120)
         asked, url = [body["model"] for body in server.chat_requests], server.base_url
     config = RunConfig.from_record(only_run(tmp_path / "runs").config_data())
-    assert asked == ["qwen2.5-coder"] and (config.model, config.base_url) == ("qwen2.5-coder", url)
+    assert asked == ["qwen2.5-coder"] and (config.generation.model, config.generation.base_url) == ("qwen2.5-coder", url)
 
 
 @pytest.fixture(scope="module")

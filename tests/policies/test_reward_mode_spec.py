@@ -228,10 +228,10 @@ def test_consumers_read_the_spec_not_the_name(cost_mode, tmp_path):
 
     assert mode_help() == ("dense (the program is the reward), potential (compute_potential shapes the sparse success reward), "
                            "progress (compute_progress, with a count bonus) or cost (compute_cost, the reward is minus it)")
-    store = RunStore.create(tmp_path, RunConfig(task_id=TASK, reward_mode="cost").to_record())
+    store = RunStore.create(tmp_path, RunConfig.of(task_id=TASK, reward_mode="cost").to_record())
     assert "- reward mode: cost (compute_cost: the training reward is minus the cost)\n" in write_report(store).read_text()
     with pytest.raises(ConfigError, match="--reward-source keypoints writes a dense reward"):  # a keypoint program is no cost
-        RunConfig(task_id=TASK, reward_source="keypoints", reward_mode="cost").validate()
+        RunConfig.of(task_id=TASK, reward_source="keypoints", reward_mode="cost").validate()
     with pytest.raises(ConfigError, match=r"^--reward-mode cost needs a reward program; pass --reward PATH.py defining "
                                           r"compute_cost\(self, action\), or drop --reward-mode$"):
         require_program("cost", "expert")

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from policies.reward_modes import COUNT_BONUS, PotentialShaping, ProgressBonus
 from policies.reward_program import ProgramReward, runnable_source
+from policies.shaping import COUNT_BONUS, PotentialShaping, ProgressBonus
 from policies.task_env import make_task_env
 from sim_envs import get_task
 from sim_envs.errors import ConfigError, RewardProgramError
@@ -203,9 +203,9 @@ def test_a_run_in_potential_mode_screens_trains_and_feeds_back(tmp_path):
     from text2reward.loop import start_run
     from text2reward.settings import RunConfig
 
-    config = RunConfig(task_id="metaworld/reach-v3", backend="heuristic", rounds=1, samples=1, steps=300, workers=1, final_seeds=0,
-                       eval_freq=150, eval_episodes=2, overrides={"learning_starts": 50, "batch_size": 32},
-                       success_threshold=1.01, reward_mode="potential", video=False)
+    config = RunConfig.of(task_id="metaworld/reach-v3", backend="heuristic", rounds=1, samples=1, steps=300, workers=1, final_seeds=0,
+                          eval_freq=150, eval_episodes=2, overrides={"learning_starts": 50, "batch_size": 32},
+                          success_threshold=1.01, reward_mode="potential", video=False)
     store = start_run(config, tmp_path)
     (candidate,) = store.candidates()
     assert candidate.status == "trained", candidate.reason

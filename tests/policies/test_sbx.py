@@ -78,6 +78,6 @@ def test_a_run_trains_every_job_with_the_algorithm_it_names(tmp_path):
     """`t2r run --algo sac` keeps plain SB3 for every candidate and the final comparison; no --algo: the family's."""
     from text2reward.settings import RunConfig
 
-    assert RunConfig(task_id="fetch/reach", algo="sac").train_config("fetch/reach", tmp_path / "train", "code", 0).algo == "sac"
-    default = RunConfig(task_id="fetch/reach").train_config("fetch/reach", tmp_path / "train", "code", 0)
+    assert RunConfig.of(task_id="fetch/reach", algo="sac").train_config("fetch/reach", tmp_path / "train", "code", 0).algo == "sac"
+    default = RunConfig.of(task_id="fetch/reach").train_config("fetch/reach", tmp_path / "train", "code", 0)
     assert default.algo is None and load_hyperparams("fetch", default.algo).algo == "sbx-sac"

@@ -60,8 +60,8 @@ def test_a_hostile_reply_and_its_error_are_text_in_report_md(tmp_path):
     and in the code; the code does not parse, so its error (quoting the line) is the candidate's reason in the table."""
     reply = tmp_path / "reply.md"
     reply.write_text(HOSTILE_REPLY)
-    store = start_run(RunConfig(task_id="fetch/reach", backend="file", reply_files=[str(reply)], rounds=1, samples=1,
-                                fix_attempts=0, screen=False, steps=200, final_seeds=1, workers=1), tmp_path / "runs")
+    store = start_run(RunConfig.of(task_id="fetch/reach", backend="file", reply_files=[str(reply)], rounds=1, samples=1,
+                                   fix_attempts=0, screen=False, steps=200, final_seeds=1, workers=1), tmp_path / "runs")
     report = (store.root / "report.md").read_text()
     candidate = store.candidates()[0]
     assert "syntax error" in candidate.reason and f"`{SCRIPT}`" in candidate.reason  # the model's own line, in its error

@@ -94,4 +94,4 @@ def test_job_files_hold_one_training_config_and_old_ones_still_read(runs_dir):
     assert again == job
     config = RunConfig.from_record(store.config_data())
     made = config.train_config("fetch/reach", Path("/x/train"), "code", 7)
-    assert (made.steps, made.seed, made.eval_freq, made.overrides) == (config.steps, 7, config.eval_freq, config.overrides)
+    assert (made.steps, made.seed, made.eval_freq, made.overrides) == (config.training.steps, 7, config.training.eval_freq, config.training.overrides)

@@ -47,7 +47,7 @@ def outcome(store: RunStore, sample: int, seed: int, successes: int | None, **kw
 
 @pytest.fixture
 def store(tmp_path: Path) -> RunStore:
-    return RunStore.create(tmp_path, RunConfig(task_id="fetch/reach", candidate_seeds=3).to_record())
+    return RunStore.create(tmp_path, RunConfig.of(task_id="fetch/reach", candidate_seeds=3).to_record())
 
 
 def seeded(store: RunStore, sample: int, successes: list[int | None], **kwargs) -> Candidate:

@@ -617,9 +617,9 @@ def test_a_time_bomb_fails_its_candidate_in_a_run_and_the_run_goes_on(tmp_path):
 
     reply = tmp_path / "reply.md"
     reply.write_text(TIME_BOMB_REPLY)
-    config = RunConfig(task_id="fetch/reach", backend="file", reply_files=[str(reply)], rounds=1, samples=1, steps=600,
-                       workers=1, final_seeds=1, compare_expert=False, screen=False, eval_freq=200, eval_episodes=1,
-                       overrides={"learning_starts": 50, "batch_size": 32})
+    config = RunConfig.of(task_id="fetch/reach", backend="file", reply_files=[str(reply)], rounds=1, samples=1, steps=600,
+                          workers=1, final_seeds=1, compare_expert=False, screen=False, eval_freq=200, eval_episodes=1,
+                          overrides={"learning_starts": 50, "batch_size": 32})
     store = start_run(config, tmp_path / "runs")
     [candidate] = store.candidates()
     assert candidate.validation["ok"] is True

@@ -26,7 +26,7 @@ SPEC_MODULES = {
                 "text2reward/generation/llm/heuristic.py", "text2reward/generation/llm/heuristic_plans.py",
                 "text2reward/generation/llm/heuristic_rules.py", "text2reward/generation/llm/spec.py"},
     "executor": {"text2reward/training/executors.py", "text2reward/training/ray_pool.py", "text2reward/training/pool.py"},
-    "reward mode": {"policies/reward_modes.py", "policies/reward_program.py"},
+    "reward mode": {"policies/reward_modes.py", "policies/shaping.py", "policies/reward_program.py"},
     "reward source": {"text2reward/keypoints/sources.py"},
     "keypoint finder": {"text2reward/keypoints/sources.py",
                         # who placed a run's keypoints, read back from its record: the runs layer may not import the

@@ -122,12 +122,12 @@ def test_a_candidates_seeds_are_judged_pooled_and_stopped_together():
 
 
 def test_run_settings_turn_early_stopping_on_for_candidates_only(tmp_path):
-    config = RunConfig(task_id="fetch/reach", success_threshold=0.8)
+    config = RunConfig.of(task_id="fetch/reach", success_threshold=0.8)
     candidate = config.train_config("fetch/reach", tmp_path / "job" / "train", "code", 0, early_stop=True)
     assert candidate.stop_at_success == 0.8 and candidate.stop_file == str(tmp_path / "job" / STOP_FILE)
     final = config.train_config("fetch/reach", tmp_path / "final" / "train", "code", 0)
     assert final.stop_at_success is None and final.stop_file is None  # the final comparison trains every seed to the end
-    off = RunConfig(task_id="fetch/reach", early_stop=False).train_config("fetch/reach", tmp_path / "j" / "train", "code", 0, early_stop=True)
+    off = RunConfig.of(task_id="fetch/reach", early_stop=False).train_config("fetch/reach", tmp_path / "j" / "train", "code", 0, early_stop=True)
     assert off.stop_at_success is None and off.stop_file is None
 
 

@@ -5,7 +5,6 @@ its own. Real training, real Ray, real CLI processes; nothing is mocked."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -58,7 +57,7 @@ def listing(folder: Path) -> list[str]:
 def test_a_run_made_before_executors_existed_opens_on_the_local_pool():
     (folder,) = (FIXTURES / "runs_v1").glob("*/config.json")
     config = RunConfig.from_record(RunStore(folder.parent).config_data())
-    assert config.executor == "local" and config.ray_address is None
+    assert config.training.executor == "local" and config.training.ray_address is None
 
 
 def test_executor_mistakes_are_one_line_before_any_run_folder(tmp_path):
@@ -155,13 +154,13 @@ def test_ray_listens_on_127_0_0_1_only(ray_address):
 def test_a_round_on_ray_stores_what_the_local_pool_stores(tmp_path, ray_address):
     """The same 2-candidate round (heuristic rewards, real training, videos) on both executors: the same candidate
     records and the same files in every job folder, with keyframe paths pointing into this run's folder."""
-    config = RunConfig(task_id="fetch/reach", backend="heuristic", rounds=1, samples=2, steps=200, workers=2, final_seeds=0,
-                       eval_freq=100, eval_episodes=1, overrides=TINY, success_threshold=1.01, early_stop=False)
+    config = RunConfig.of(task_id="fetch/reach", backend="heuristic", rounds=1, samples=2, steps=200, workers=2, final_seeds=0,
+                          eval_freq=100, eval_episodes=1, overrides=TINY, success_threshold=1.01, early_stop=False)
     local = start_run(config, tmp_path / "local")
     said: list[str] = []
-    on_ray = start_run(dataclasses.replace(config, executor="ray"), tmp_path / "ray", emit=lambda e: said.append(e.text))
+    on_ray = start_run(config.updated(executor="ray"), tmp_path / "ray", emit=lambda e: said.append(e.text))
     assert any(m.startswith("training on Ray: the Ray instance already open") for m in said), said
-    assert RunConfig.from_record(on_ray.config_data()).executor == "ray"
+    assert RunConfig.from_record(on_ray.config_data()).training.executor == "ray"
     assert [c.status for c in on_ray.candidates()] == [c.status for c in local.candidates()] == ["trained", "trained"]
     for mine, theirs in zip(on_ray.candidates(), local.candidates()):
         folder, their_folder = (store.candidate_dir(0, c.sample) / "training" for store, c in ((on_ray, mine), (local, theirs)))
@@ -288,7 +287,7 @@ def test_a_run_without_an_address_starts_its_own_ray_and_stops_it(tmp_path):
         (config,) = tmp_path.glob("*/config.json")
         store = RunStore(config.parent)
         config = RunConfig.from_record(store.config_data())
-        assert config.executor == "ray" and config.ray_address is None
+        assert config.training.executor == "ray" and config.training.ray_address is None
         assert [c.status for c in store.candidates()] == ["trained"]
         assert list(ray_tmp.glob("**/session_*")), "the run's Ray kept its session under RAY_TMPDIR"
 

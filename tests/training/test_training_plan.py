@@ -46,8 +46,8 @@ def test_the_plan_resolves_the_budget_the_algorithm_and_its_flags_once():
 def test_algo_ppo_with_its_hp_trains_and_the_early_stopper_reads_the_workers_plan(tmp_path):
     """`t2r run --task metaworld/... --algo ppo --hp clip_range=0.1` passed its checks, then failed in round 0: the early
     stopper looked the hyper-parameters up without --algo (SAC has no clip_range)."""
-    config = RunConfig(task_id="metaworld/reach-v3", backend="heuristic", algo="ppo", overrides=dict(PPO_TINY), rounds=1,
-                       samples=1, steps=128, workers=1, final_seeds=0, compare_expert=False, eval_episodes=1)
+    config = RunConfig.of(task_id="metaworld/reach-v3", backend="heuristic", algo="ppo", overrides=dict(PPO_TINY), rounds=1,
+                          samples=1, steps=128, workers=1, final_seeds=0, compare_expert=False, eval_episodes=1)
     store = start_run(config, tmp_path)
     assert store.state().status == "finished", store.state().error
     [candidate] = store.candidates()

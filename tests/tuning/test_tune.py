@@ -257,9 +257,9 @@ def trained_run(tmp_path_factory):
     """A real heuristic run with one trained candidate (r0-s0), on a tiny budget; tests tune copies of it."""
     from text2reward.loop import start_run
 
-    config = RunConfig(task_id="fetch/reach", backend="heuristic", rounds=1, samples=1, steps=300, workers=2, final_seeds=0,
-                       compare_expert=False, video=False, screen=False, eval_freq=100, eval_episodes=2, overrides=TINY,
-                       success_threshold=1.01)
+    config = RunConfig.of(task_id="fetch/reach", backend="heuristic", rounds=1, samples=1, steps=300, workers=2, final_seeds=0,
+                          compare_expert=False, video=False, screen=False, eval_freq=100, eval_episodes=2, overrides=TINY,
+                          success_threshold=1.01)
     return start_run(config, tmp_path_factory.mktemp("base"))
 
 
@@ -390,9 +390,9 @@ def test_run_with_tune_tunes_the_best_after_the_last_round_and_compares_the_winn
     from text2reward.loop import resume_run, start_run
     from text2reward.runs.ranking import best_candidate
 
-    config = RunConfig(task_id="fetch/reach", backend="heuristic", rounds=1, samples=1, steps=300, workers=2, final_seeds=1,
-                       compare_expert=False, video=False, screen=False, eval_freq=100, eval_episodes=2, overrides=TINY,
-                       success_threshold=1.01, tune=2)
+    config = RunConfig.of(task_id="fetch/reach", backend="heuristic", rounds=1, samples=1, steps=300, workers=2, final_seeds=1,
+                          compare_expert=False, video=False, screen=False, eval_freq=100, eval_episodes=2, overrides=TINY,
+                          success_threshold=1.01, tune=2)
     messages: list[str] = []
     store = start_run(config, tmp_path, emit=lambda e: messages.append(e.text))
     tuned = store.candidate("r0-s0-tuned")

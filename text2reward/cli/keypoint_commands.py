@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from sim_envs import get_task
+import sim_envs
 from text2reward.cli.shared import TaskFileOption, app, console, friendly, load_extra_tasks
 from text2reward.errors import ConfigError
 from text2reward.generation.llm import Backend, BackendSettings, backend_spec, image_backends
@@ -40,7 +40,7 @@ def keypoints(
     from text2reward.keypoints.sources import keypoint_finder
 
     load_extra_tasks(task_file)
-    chosen = get_task(task)
+    chosen = sim_envs.get_task(task)
     finder = keypoint_finder(source)  # an unknown name is refused here, before a scene renders
     if not 16 <= size <= 2048:
         raise ConfigError(f"--size must be between 16 and 2048 pixels, got {size}")

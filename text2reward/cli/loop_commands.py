@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
+import sim_envs
 from policies.io import strict_json_dumps
-from sim_envs import get_task
 from text2reward.cli.options import with_settings
 from text2reward.cli.shared import (
     DEFAULT_RUNS_DIR,
@@ -36,7 +36,7 @@ from text2reward.runs.statuses import RunStatus
 from text2reward.runs.store import RunStore
 from text2reward.sandbox.isolation import MECHANISMS, Isolation, active_isolation, guarantees
 from text2reward.sandbox.isolation import check as check_mechanism
-from text2reward.settings import RunConfig
+from text2reward.settings import RunConfig, setting_fields
 
 if TYPE_CHECKING:
     from text2reward.api import SearchResult
@@ -64,7 +64,7 @@ def prompt(
     if task is None:
         raise ConfigError("name a task (--task metaworld/reach-v3) or a waiting run (--run RUN_ID)")
     load_extra_tasks(task_file)
-    typer.echo(visible(format_messages_for_display(build_initial_messages(get_task(task), few_shot=few_shot, reward_mode=reward_mode))))
+    typer.echo(visible(format_messages_for_display(build_initial_messages(sim_envs.get_task(task), few_shot=few_shot, reward_mode=reward_mode))))
 
 
 def pending_prompt(runs_dir: Path, run_id: str) -> str:
@@ -151,7 +151,7 @@ DEMO_STEPS = 8000
 
 @app.command(epilog="Example: t2r demo --runs-dir /tmp/runs")
 @friendly
-@with_settings(skip=tuple(f.name for f in dataclasses.fields(RunConfig) if f.name not in ("task_id", "steps", "early_stop", "executor", "ray_address")),
+@with_settings(skip=tuple(f.name for _, f in setting_fields() if f.name not in ("task_id", "steps", "early_stop", "executor", "ray_address")),
                defaults={"task_id": DEMO_TASK, "steps": DEMO_STEPS})
 def demo(config: RunConfig, runs_dir: RunsDirOption = DEFAULT_RUNS_DIR) -> None:
     """The offline demo: the rule-based heuristic backend (no language model), 2 rounds x 2 candidates,
@@ -159,9 +159,9 @@ def demo(config: RunConfig, runs_dir: RunsDirOption = DEFAULT_RUNS_DIR) -> None:
     from text2reward.api import RewardSearch  # the front door loads the whole loop: only the commands that run one pay it
 
     console.print("text2reward demo: rewards composed by the [bold]rule-based heuristic backend[/bold] (no language model), offline.")
-    steps = config.steps or DEMO_STEPS
+    steps = config.training.steps or DEMO_STEPS
     # Two full rounds whatever the success (threshold above 1), evaluated often enough to draw curves.
-    config = dataclasses.replace(config, backend="heuristic", rounds=2, samples=2, workers=2, final_seeds=1, success_threshold=1.01,
+    config = config.updated(backend="heuristic", rounds=2, samples=2, workers=2, final_seeds=1, success_threshold=1.01,
                                  eval_freq=max(steps // 8, 250), eval_episodes=10)
     with sigterm_as_ctrl_c():
         result = RewardSearch.from_config(config, runs_dir, callbacks=[print_event], display=progress_bars()).run()

@@ -17,20 +17,19 @@ from typing import Annotated, Any
 
 import typer
 
-from text2reward.settings import RunConfig, declared_option
+from text2reward.settings import RunConfig, declared_option, setting_fields
 
 SETTINGS_PARAMETER = "config"
 """The command's parameter that receives the built `RunConfig`."""
 
 
 def _setting_parameters(skip: frozenset[str], defaults: dict[str, Any]) -> list[inspect.Parameter]:
-    hints = typing.get_type_hints(RunConfig)
     parameters = []
-    for f in dataclasses.fields(RunConfig):
+    for owner, f in setting_fields():
         declared = declared_option(f)
         if declared is None or f.name in skip:
             continue
-        kind = declared.cli_type if declared.cli_type is not None else hints[f.name]
+        kind = declared.cli_type if declared.cli_type is not None else typing.get_type_hints(owner)[f.name]
         info = typer.Option(*declared.flags, help=declared.help_text(), metavar=declared.metavar, envvar=declared.envvar)
         if f.name in defaults:
             default: Any = defaults[f.name]
@@ -47,13 +46,13 @@ def _setting_parameters(skip: frozenset[str], defaults: dict[str, Any]) -> list[
 def settings_from(values: dict[str, Any], fixed: dict[str, Any]) -> RunConfig:
     """A RunConfig from parsed option values (each through its declaration's `to_setting`) and the command's fixed ones."""
     given: dict[str, Any] = dict(fixed)
-    for f in dataclasses.fields(RunConfig):
+    for _, f in setting_fields():
         if f.name not in values:
             continue
         declared = declared_option(f)
         value = values[f.name]
         given[f.name] = declared.to_setting(value) if declared is not None and declared.to_setting is not None else value
-    return RunConfig(**given)
+    return RunConfig.of(**given)
 
 
 def with_settings(skip: tuple[str, ...] = (), fixed: dict[str, Any] | None = None,
@@ -67,7 +66,7 @@ def with_settings(skip: tuple[str, ...] = (), fixed: dict[str, Any] | None = Non
         hints = typing.get_type_hints(command, include_extras=True)  # the command's own annotations, evaluated where it lives
         own = [p.replace(annotation=hints.get(name, p.annotation))
                for name, p in inspect.signature(command).parameters.items() if name != SETTINGS_PARAMETER]
-        setting_names = {f.name for f in dataclasses.fields(RunConfig)}
+        setting_names = {f.name for _, f in setting_fields()}
 
         @functools.wraps(command)
         def wrapper(**kwargs: Any) -> Any:

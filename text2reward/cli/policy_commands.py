@@ -10,17 +10,12 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+import sim_envs
 from policies.config import TrainConfig
-from policies.evaluate import evaluate as run_eval
-from policies.evaluate import model_actor
 from policies.formatting import format_seconds
-from policies.her import flat_observations
 from policies.io import write_json_atomic
-from policies.reward_program import SparseReward
 from policies.score import progress_text
 from policies.stats import Rate
-from policies.task_env import make_task_env
-from sim_envs import get_task, list_tasks, render_view_doc
 from text2reward.cli.shared import (
     Column,
     RewardModeOption,
@@ -34,7 +29,6 @@ from text2reward.cli.shared import (
     parse_overrides,
 )
 from text2reward.errors import ConfigError, RewardProgramError
-from text2reward.preflight import budget_warning, check_train_config
 
 
 @app.command(epilog="Example: t2r tasks --family fetch   |   t2r tasks --show metaworld/drawer-open-v3")
@@ -48,18 +42,18 @@ def tasks(
     """List the registered tasks."""
     load_extra_tasks(task_file)
     if show:
-        task = get_task(show)
+        task = sim_envs.get_task(show)
         console.print(f"[bold]{task.id}[/bold]: {task.description}", soft_wrap=True)
         console.print(f"success: {task.success_doc}", soft_wrap=True, highlight=False)
         console.print(f"expert reward: {task.expert_reward_doc or 'none'}", soft_wrap=True, highlight=False)
         console.print(f"episode: {task.max_episode_steps} steps; default budget {task.default_steps} steps")
         if task.budget_note:
             console.print(f"budget: {task.budget_note}", highlight=False, soft_wrap=True)
-        typer.echo(render_view_doc(task))  # code, copied as it is: never folded at the terminal's width
+        typer.echo(sim_envs.render_view_doc(task))  # code, copied as it is: never folded at the terminal's width
         return
-    selected = list_tasks(family)
+    selected = sim_envs.list_tasks(family)
     if family and not selected:
-        known = sorted({t.family for t in list_tasks()})
+        known = sorted({t.family for t in sim_envs.list_tasks()})
         raise ConfigError(f"unknown --family {family!r}; the families are {', '.join(known)}")
     if as_json:
         typer.echo(json.dumps([t.summary() for t in selected], indent=2))
@@ -104,6 +98,7 @@ def train(
     from policies.train import RESULT_FILE  # SB3 and torch (~1.8 s): only the commands that train or load a policy pay them
     from policies.train import train as run_training
     from text2reward.api import reward_for_training  # the front door imports the loop: only this command needs it
+    from text2reward.preflight import budget_warning, check_train_config
 
     if resume is not None:
         args = read_train_command(resume)
@@ -213,17 +208,14 @@ def evaluate(
     task_file: TaskFileOption = None,
 ) -> None:
     """Evaluate a saved policy with its task's success test."""
-    from policies.train import load_policy  # SB3 and torch (~1.8 s): only the commands that train or load a policy pay them
+    from text2reward.cli.saved_policy import SavedPolicy  # gymnasium, SB3 and torch (~2 s): only the commands that load a policy pay them
 
     load_extra_tasks(task_file)
-    policy, meta = load_policy(model)
-    task = get_task(meta["task"])
-    env = make_task_env(task, SparseReward(), seed=seed, flatten=flat_observations(meta))
-    try:  # with --json, stdout is the JSON alone and progress goes to stderr
-        with _EpisodeProgress(err_console if as_json else console, f"evaluating {task.id}", episodes) as progress:
-            result = run_eval(env, model_actor(policy), episodes, seed=seed, on_episode=progress)
-    finally:
-        env.close()
+    saved = SavedPolicy.load(model)
+    task = saved.task
+    # with --json, stdout is the JSON alone and progress goes to stderr
+    with _EpisodeProgress(err_console if as_json else console, f"evaluating {task.id}", episodes) as progress:
+        result = saved.evaluate(episodes, seed, on_episode=progress)
     summary = {"task": task.id, "episodes": episodes, "success_rate": result.success_rate,
                "mean_native_return": result.mean_native_return, "mean_length": result.mean_length,
                **({"mean_progress": result.mean_progress, "progress_se": result.progress_se} if result.mean_progress is not None else {})}
@@ -248,16 +240,16 @@ def video(
     task_file: TaskFileOption = None,
 ) -> None:
     """Record a rollout video of a saved policy (offscreen rendering), played at real time."""
-    from policies.train import load_policy  # SB3 and torch (~1.8 s), imageio and ffmpeg: only the command that films pays them
-    from policies.video import record_video
+    from policies.video import record_video  # imageio and ffmpeg: only the command that films pays them
+    from text2reward.cli.saved_policy import SavedPolicy  # gymnasium, SB3 and torch (~2 s): only the commands that load a policy pay them
 
     load_extra_tasks(task_file)
-    policy, meta = load_policy(model)
-    task = get_task(meta["task"])
+    saved = SavedPolicy.load(model)
+    task = saved.task
     path = out or (model / "rollout.mp4")
     with _EpisodeProgress(console, f"recording {task.id}", episodes) as progress:
-        info = record_video(task, model_actor(policy), path, episodes=episodes, seed=seed, size=size,
-                            render_every=render_every, on_episode=progress, flatten=flat_observations(meta))
+        info = record_video(task, saved.actor, path, episodes=episodes, seed=seed, size=size,
+                            render_every=render_every, on_episode=progress, flatten=saved.flatten)
     every = "every step" if info["render_every"] == 1 else f"every {info['render_every']} steps"
     console.print(f"wrote {info['path']} ({info['frames']} frames, {every}, at {info['fps']:g} fps; successes {info['successes']})",
                   highlight=False, soft_wrap=True)

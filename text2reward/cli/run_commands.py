@@ -21,7 +21,6 @@ from text2reward.cli.shared import (
 )
 from text2reward.dashboard import serve
 from text2reward.errors import ConfigError
-from text2reward.preflight import check_port
 from text2reward.runs.human_feedback import submit_feedback
 from text2reward.runs.lock import held_by_a_live_process
 from text2reward.runs.ranking import best_candidate
@@ -149,6 +148,8 @@ def dashboard(
     port: Annotated[int, typer.Option(help="TCP port")] = 8765,
 ) -> None:
     """Serve the run dashboard: watch rollouts, compare rewards, critique or pick, refine (Ctrl-C stops it)."""
+    from text2reward.preflight import check_port  # preflight loads the training plan's checks (gymnasium): only this command
+
     check_port(port)
     serve(runs_dir, host=host, port=port)
 

@@ -24,9 +24,9 @@ from rich.markup import escape
 from rich.segment import Segment
 from rich.table import Table
 
+import sim_envs
 from policies.formatting import format_success
 from policies.reward_modes import mode_help
-from sim_envs import load_task_file
 from text2reward.cli.help_format import PlainHelpGroup
 from text2reward.errors import ConfigError, RunInterrupted, Text2RewardError
 from text2reward.inert import visible
@@ -134,7 +134,7 @@ def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def load_extra_tasks(task_file: Path | None) -> None:
     if task_file is not None:
-        for task in load_task_file(task_file):
+        for task in sim_envs.load_task_file(task_file):
             err_console.print(f"loaded task {task.id} from {task_file}")
 
 

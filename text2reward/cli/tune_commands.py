@@ -12,7 +12,6 @@ from text2reward.runs.lock import RunLock
 from text2reward.runs.records import Candidate
 from text2reward.runs.report import write_report
 from text2reward.runs.store import RunStore, index_run
-from text2reward.tuning import tune_candidate
 
 
 @app.command(epilog="Example: t2r tune latest --trials 20   |   t2r tune 20261123-1336 --candidate r1-s0 --trials 10 --steps 20000")
@@ -27,6 +26,8 @@ def tune(
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
 ) -> None:
     """Tune a reward's UPPER_CASE constants: each trial a short training, searched by Optuna's TPE with pruning."""
+    from text2reward.tuning import tune_candidate  # the trials' jobs load the worker's code (gymnasium): only this command
+
     store = RunStore.open(runs_dir, run_id)
     with RunLock(store.root, say=say):
         tuned = tune_candidate(store, candidate, trials, steps=steps, emit=print_event, display=progress_bars(), min_gain=min_gain)

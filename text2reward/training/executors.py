@@ -18,13 +18,15 @@ import socket
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from policies.choices import Registry
 from text2reward.errors import ConfigError
-from text2reward.training.early_stop import EarlyStopper
-from text2reward.training.job import TrainJob
-from text2reward.training.pool import JobOutcome, run_jobs
+
+if TYPE_CHECKING:
+    from text2reward.training.early_stop import EarlyStopper
+    from text2reward.training.job import TrainJob
+    from text2reward.training.pool import JobOutcome
 
 Say = Callable[[str], None]
 
@@ -96,6 +98,8 @@ def executor_spec(name: str) -> ExecutorSpec:
 
 
 def _open_local(settings: ExecutorSettings, resources: ExitStack, say: Say) -> JobRunner:
+    from text2reward.training.pool import run_jobs  # the pool loads the worker's code (gymnasium, SB3's helpers): not at `t2r` start
+
     def runner(jobs: list[TrainJob], **options: Any) -> list[JobOutcome]:
         return run_jobs(jobs, settings.workers, **options)
 

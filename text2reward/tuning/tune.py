@@ -19,6 +19,7 @@ RUNNING was left by a dead process, and is settled as study.py says.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -27,7 +28,6 @@ from typing import Any
 from policies.config import TrainConfig
 from policies.io import write_text_atomic
 from policies.plan import TrainingPlan, resolve_training_plan
-from sim_envs import get_task, load_task_file
 from text2reward.errors import ConfigError, Text2RewardError
 from text2reward.runs.ranking import best_candidate
 from text2reward.runs.records import Candidate, EarlyStop, TrainingSummary, TuningSummary, kept_training_result
@@ -35,7 +35,7 @@ from text2reward.runs.run_events import Emit, Note, ignore
 from text2reward.runs.statuses import CandidateStatus, StopKind
 from text2reward.runs.store import STOP_FILE, RunStore
 from text2reward.sandbox import active_isolation
-from text2reward.settings import RunConfig
+from text2reward.settings import RunConfig, run_task
 from text2reward.training.executors import JobRunner
 from text2reward.training.job import TRAIN_DIR, TrainJob
 from text2reward.training.pool import JobDisplay, JobOutcome, job_done
@@ -86,9 +86,7 @@ class Tuner:
                  min_gain: float | None = None):
         self.store, self.parent, self.emit, self.session = store, parent, emit, session
         self.config = RunConfig.from_record(store.config_data())
-        if self.config.task_file:
-            load_task_file(self.config.task_file)
-        self.task = get_task(self.config.task_id)
+        self.task = run_task(self.config)
         assert parent.code_file is not None  # parent_candidate checked it
         self.source = store.read_text(parent.code_file)
         self.found = require_tunable(self.source, parent.id)
@@ -138,7 +136,7 @@ class Tuner:
         skipped = [c for c in self.found.constants if not c.tunable]
         finished = len(counted(self.study, self.dir))
         self.say(f"tuning {self.parent.id}: {len(self.space)} constant(s) ({names}), {trials} trial(s) of {self.steps} steps, "
-                 f"{min(self.config.workers, trials)} at a time; {finished} already finished; study in {self.dir / STUDY_FILE}")
+                 f"{min(self.config.training.workers, trials)} at a time; {finished} already finished; study in {self.dir / STUDY_FILE}")
         for constant in skipped:
             self.say(f"{self.parent.id}: {constant.name} is not tuned: {constant.skip_reason}")
         for warning in self.found.warnings:
@@ -148,16 +146,15 @@ class Tuner:
             if attempts >= 2 * trials:  # workers keep dying: say so rather than loop for ever
                 self.say(f"{self.parent.id}: {attempts} trial(s) were interrupted or retried; stopping with {finished} finished")
                 break
-            batch = min(self.config.workers, trials - finished)
+            batch = min(self.config.training.workers, trials - finished)
             self.run_batch(batch)
             attempts += batch
         return self.write_winner()
 
     def trial_config(self, folder: Path, steps: int | None) -> TrainConfig:
         train = self.config.train_config(self.task.id, folder / TRAIN_DIR, "code", self.config.seed, early_stop=True)
-        train.steps = steps if steps is not None else train.steps
-        train.stop_file = str(folder / STOP_FILE)  # the pruner's, whatever the run's --no-early-stop says
-        return train
+        # the trial budget over --steps; the pruner's stop file, whatever the run's --no-early-stop says
+        return dataclasses.replace(train, steps=steps if steps is not None else train.steps, stop_file=str(folder / STOP_FILE))
 
     def trial_plan(self, steps: int | None) -> TrainingPlan:
         """A trial's plan (policies.plan): the run's settings, the trial budget over its --steps."""
@@ -265,7 +262,7 @@ def tune_candidate(store: RunStore, candidate_id: str | None, trials: int, steps
     with ExitStack() as resources:
         if runner is None:
             config = RunConfig.from_record(store.config_data())
-            runner = config.executor_spec.open(config.executor_settings(), resources, lambda message: emit(Note(message)))
+            runner = config.executor_spec.open(config.training.executor_settings(), resources, lambda message: emit(Note(message)))
         tuner = Tuner(store, parent, steps, emit, JobSession(runner, display, emit), min_gain)
         active_isolation()  # fail closed before any trial trains
         return tuner.run(trials)

@@ -22,19 +22,21 @@ from __future__ import annotations
 import math
 import time
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+import sim_envs
 from policies.reward_modes import DEFAULT_REWARD_MODE, reward_mode
-from sim_envs.registry import get_task
-from sim_envs.task import Task
 from text2reward.generation.llm import primitives as P
 from text2reward.generation.llm.base import GenerationRequest, Reply
 from text2reward.generation.llm.heuristic_plans import HEADER, build_plan, header_for, one_line
 from text2reward.generation.llm.heuristic_rules import apply_feedback, parse_constants
 from text2reward.generation.llm.spec import BackendSettings, BackendSpec
 from text2reward.runs.records import PromptContext
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from sim_envs.task import Task
 
 __all__ = ["HEADER", "HeuristicBackend", "compose", "parse_constants"]
 
@@ -44,9 +46,10 @@ BASE_SIGMA = 0.3
 """Log-normal spread of a sample's constants around the base, at temperature 1."""
 
 
-
 def sample_rng(seed: int, task_id: str, round_index: int, sample_index: int, attempt: int = 0) -> np.random.Generator:
     """Reproducible across processes: a stable hash of the task id, never Python's salted `hash`."""
+    import numpy as np  # the backend's samples need it, the registry of backends that `t2r --help` lists does not
+
     words = [seed & 0xFFFFFFFF, zlib.crc32(task_id.encode()), round_index & 0xFFFFFFFF, sample_index & 0xFFFFFFFF, attempt]
     return np.random.default_rng(words)
 
@@ -115,7 +118,7 @@ class HeuristicBackend:
         return {"seed": self.seed}
 
     def generate(self, request: GenerationRequest) -> list[Reply]:
-        task = get_task(request.task_id)
+        task = sim_envs.get_task(request.task_id)
         seed = self.seed if request.seed is None else request.seed
         context = request.context
         replies: list[Reply] = []

@@ -13,10 +13,13 @@ import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sim_envs.errors import ConfigError
-from sim_envs.task import Task
 from text2reward.generation.llm import primitives as P
+
+if TYPE_CHECKING:
+    from sim_envs.task import Task
 
 HEADER = "Composed by text2reward's rule-based heuristic backend (no language model) for {task_id}"
 

@@ -12,11 +12,14 @@ import ast
 import math
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from sim_envs.task import Task
 from text2reward.generation.llm import primitives as P
 from text2reward.generation.llm.heuristic_plans import ensure_control, ensure_settle, header_for, one_line, view_fields
 from text2reward.runs.records import PromptContext
+
+if TYPE_CHECKING:
+    from sim_envs.task import Task
 
 WEIGHT_CAP = 20.0
 """Feedback rules never raise a weight past this, however many rounds keep asking for more."""
