@@ -19,8 +19,9 @@ differ by orders of magnitude (Fetch's lie in -50..0, MetaWorld's in 0..5000).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+
+from policies.curve import CurvePoint
 
 
 def squash(native_return: float | None) -> float:
@@ -36,24 +37,24 @@ def tie_weight(eval_episodes: int) -> float:
     return 0.5 / max(1, int(eval_episodes))
 
 
-def objective(point: Mapping[str, Any], eval_episodes: int) -> float:
+def objective(point: CurvePoint, eval_episodes: int) -> float:
     """The score of an evaluation ({success_rate, mean_native_return}) or of a training's final result."""
-    return float(point["success_rate"]) + tie_weight(eval_episodes) * squash(point.get("mean_native_return"))
+    return point.success_rate + tie_weight(eval_episodes) * squash(point.mean_native_return)
 
 
-def curve_objective(curve: Sequence[Mapping[str, Any]], eval_episodes: int, budget: int | None = None) -> float:
+def curve_objective(curve: Sequence[CurvePoint], eval_episodes: int, budget: int | None = None) -> float:
     """The step-weighted mean of `objective` over a training's evaluations ({steps, success_rate,
     mean_native_return}), over `budget` steps when given (the last value held to it), else to the last evaluation.
     A curve without evaluations scores 0."""
-    points = sorted((p for p in curve if "steps" in p and "success_rate" in p), key=lambda p: int(p["steps"]))
+    points = sorted(curve, key=lambda p: p.steps)
     if not points:
         return 0.0
-    end = max(int(points[-1]["steps"]), int(budget or 0))
+    end = max(points[-1].steps, int(budget or 0))
     if end <= 0:
         return objective(points[-1], eval_episodes)
     area, previous = 0.0, 0
     for point in points:
-        steps = int(point["steps"])
+        steps = point.steps
         area += objective(point, eval_episodes) * (steps - previous)
         previous = steps
     area += objective(points[-1], eval_episodes) * (end - previous)
