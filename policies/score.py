@@ -18,9 +18,10 @@ a record from before progress was measured has no progress, and its score is its
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from policies.curve import CurvePoint
 
 DEFAULT_EPISODES = 5
 """Episodes of a curve point that does not say (older curves)."""
@@ -38,11 +39,11 @@ def mean_and_se(values: Iterable[float]) -> tuple[float, float]:
     return mean, math.sqrt(variance / len(data))
 
 
-def curve_area(curve: Sequence[Mapping[str, Any]]) -> tuple[float, float]:
+def curve_area(curve: Sequence[CurvePoint]) -> tuple[float, float]:
     """(mean success rate over the curve's evaluations, its standard error from each evaluation's binomial variance)."""
     if not curve:
         return 0.0, 0.0
-    rates = [(float(p["success_rate"]), int(p.get("episodes") or DEFAULT_EPISODES)) for p in curve]
+    rates = [(p.success_rate, p.episodes or DEFAULT_EPISODES) for p in curve]
     area = sum(rate for rate, _ in rates) / len(rates)
     variance = sum(rate * (1 - rate) / max(n, 1) for rate, n in rates) / len(rates) ** 2
     return area, math.sqrt(variance)
@@ -84,18 +85,7 @@ def progress_clause(progress: tuple[float, float] | None) -> str:
     return f"; {progress_text(*progress)}" if progress is not None else ""
 
 
-def result_progress(result: Mapping[str, Any]) -> tuple[float, float] | None:
-    """(mean, standard error) of a result's final progress, None when it has none (older results)."""
-    mean = result.get("mean_progress")
-    return (float(mean), float(result.get("progress_se") or 0.0)) if isinstance(mean, (int, float)) else None
-
-
-def score_of(curve: Sequence[Mapping[str, Any]], progress: float | None, progress_se: float | None = None) -> Score:
+def score_of(curve: Sequence[CurvePoint], progress: float | None, progress_se: float | None = None) -> Score:
     """The score of a training curve and its final evaluation's progress (None: not measured)."""
     area, area_se = curve_area(curve)
     return Score(area, area_se, None if progress is None else float(progress), float(progress_se or 0.0))
-
-
-def result_score(result: Mapping[str, Any]) -> Score:
-    """The score of a training's result.json (or a candidate's training summary as a dict)."""
-    return score_of(result.get("curve") or [], result.get("mean_progress"), result.get("progress_se"))

@@ -61,6 +61,23 @@ def _deferred_imports(function: ast.FunctionDef | ast.AsyncFunctionDef, source_l
     return sorted(found, key=lambda item: int(item[0].rpartition(":")[2]))
 
 
+CONVERTERS = ("from_dict", "to_dict")
+"""A hand-written converter: a record spelled a second time beside its fields (runs/codec.py derives them instead)."""
+
+
+def key_reads(source: str) -> tuple[int, int]:
+    """(string-key reads `x.get("key")`, hand-written converters `from_dict`/`to_dict`) in one module: a record read by
+    string keys is one whose fields mypy cannot check."""
+    reads = converters = 0
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            reads += 1
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in CONVERTERS:
+            converters += 1
+    return reads, converters
+
+
 def measure(packages: list[str]) -> tuple[list[tuple[int, str]], list[tuple[int, str]], list[tuple[str, str, bool]]]:
     classes, functions, deferred = [], [], []
     for package in packages:
@@ -80,6 +97,9 @@ def main() -> None:
     args = parser.parse_args()
     classes, functions, deferred = measure(args.packages)
     print(f"# {', '.join(args.packages)}: {len(classes)} classes, {len(functions)} functions, {len(deferred)} deferred imports")
+    counts = [key_reads(path.read_text()) for package in args.packages for path in sorted((ROOT / package).rglob("*.py"))]
+    print(f"string-key reads (.get(\"...\")): {sum(r for r, _ in counts)}; hand-written converters (from_dict/to_dict): "
+          f"{sum(c for _, c in counts)}")
     print("\nlargest classes (lines):")
     for lines, where in classes[: args.top]:
         print(f"  {lines:5d}  {where}")

@@ -19,7 +19,7 @@ from text2reward.generation import prompting
 from text2reward.generation.extraction import extract_code
 from text2reward.generation.llm.base import Backend, GenerationRequest, Reply
 from text2reward.generation.llm.errors import BackendError
-from text2reward.runs.records import Candidate, PromptContext, Tokens
+from text2reward.runs.records import Attempt, Candidate, PromptContext, Tokens, Validation, read
 from text2reward.runs.run_events import CandidateChecked, Emit, FixRequested
 from text2reward.runs.statuses import CandidateStatus
 from text2reward.runs.store import RunStore
@@ -113,7 +113,7 @@ class CandidateChecker:
         extraction = extract_code(text, mode)
         if not extraction.ok or extraction.code is None:
             error = extraction.error or f"the reply contains no {mode} function"
-            candidate.attempts.append({"attempt": attempt, "errors": [error]})
+            candidate.attempts.append(Attempt(attempt=attempt, errors=[error]))
             status = CandidateStatus.INVALID if extraction.function_found else CandidateStatus.NO_CODE
             return Verdict(status, error, extraction.code)
         code = extraction.code
@@ -121,25 +121,26 @@ class CandidateChecker:
             try:
                 code = self.prepare_code(code)
             except ConfigError as exc:
-                candidate.attempts.append({"attempt": attempt, "errors": [str(exc)]})
+                candidate.attempts.append(Attempt(attempt=attempt, errors=[str(exc)]))
                 return Verdict(CandidateStatus.INVALID, str(exc), code)
         path = self.store.write_text(self.store.paths.reward_code(candidate.round, candidate.sample, attempt), code)
         code_file = self.store.relative(path)
         report = validate(code, self.task, mode=mode)
-        record: dict[str, Any] = {"attempt": attempt, "code_file": code_file, "validation": report.to_dict()}
+        validation = read(Validation, report.to_dict(), "a validation report")
+        record = Attempt(attempt=attempt, code_file=code_file, validation=validation)
         candidate.attempts.append(record)
         if not report.ok:
             return Verdict(CandidateStatus.INVALID, "\n".join(report.errors), code)
-        candidate.code_file, candidate.validation = code_file, report.to_dict()
+        candidate.code_file, candidate.validation = code_file, validation
         if not (self.settings.screen and self.task.has_scripted_policy):
             return Verdict(CandidateStatus.PENDING_TRAINING, "", code)
         try:
             screening = self.screen(code)
         except RewardProgramError as exc:
             error = f"the reward failed on a recorded rollout while being screened: {exc}"
-            record["screening_error"] = error
+            record.screening_error = error
             return Verdict(CandidateStatus.INVALID, error, code)
-        record["screening"] = candidate.screening = screening
+        record.screening = candidate.screening = screening
         if not screening["passed"]:
             return Verdict(CandidateStatus.SCREENED_OUT, screening["comparison_text"], code)
         return Verdict(CandidateStatus.PENDING_TRAINING, "", code)

@@ -30,7 +30,7 @@ from text2reward.preflight import budget_warning
 from text2reward.runs import layout
 from text2reward.runs.lock import RunLock
 from text2reward.runs.ranking import best_candidate, tie_summary
-from text2reward.runs.records import Candidate, FinalSummary, RoundPrompt, RoundSummary, Untrained, untrained_reason
+from text2reward.runs.records import Candidate, FinalSummary, RoundPrompt, RoundSummary, Untrained, read, untrained_reason, write
 from text2reward.runs.report import write_report
 from text2reward.runs.run_events import (
     CandidateStoppedEarly,
@@ -74,7 +74,7 @@ def seed_label(candidate_id: str, seed: int, seeds: int) -> str:
 def replies_used(store: RunStore) -> int:
     """How many replies the run has already consumed: saved rounds (a keypoint program is no reply of the backend's),
     replies the keypoint finder asked for, and fix requests."""
-    rounds = sum(sum(1 for reply in store.read_json(p) or [] if reply.get("backend") != KEYPOINT_AUTHOR)
+    rounds = sum(sum(1 for reply in store.read_json(p) or [] if read(Reply, reply, str(p)).backend != KEYPOINT_AUTHOR)
                  for p in store.root.glob(layout.ROUND_REPLIES))
     return rounds + KeypointStage(store.paths.keypoints).replies_asked() + len(list(store.root.glob(layout.FIX_PROMPTS)))
 
@@ -158,7 +158,7 @@ class Loop:
             best = best_candidate(self.store.candidates())
             self.store.set_state(rounds_done=round_index + 1, best=best.id if best else None, best_success=best.success if best else None)
             index_run(self.store)
-            waiting = any(e.get("for_round", -1) > round_index for e in self.store.events())
+            waiting = any(e.for_round > round_index for e in self.store.events())
             if best is not None and best.success >= self.config.success_threshold and not waiting:
                 self.emit(ThresholdReached(best.id, best.success))
                 break
@@ -222,9 +222,9 @@ class Loop:
                 replies = self.backend.generate(GenerationRequest(
                     messages=prompt.messages, n=self.config.generation.samples, task_id=self.task.id, round=round_index,
                     temperature=self.config.generation.temperature, seed=self.config.seed, context=prompt.context))
-            saved = [reply.to_dict() for reply in replies]
+            saved = [write(reply) for reply in replies]
             self.store.write_json(path, saved)
-        return [Reply.from_dict(reply) for reply in saved]
+        return [read(Reply, reply, str(path)) for reply in saved]
 
     def ensure_keypoints(self) -> None:
         """With a keypoint reward source: the task's keypoints in `keypoints/` (found once; a resume reads them)."""
@@ -304,7 +304,7 @@ class Loop:
                     if run.training is not None:
                         stopper.observe(seed_label(candidate.id, run.seed, seeds), run.training.curve)
             else:
-                stopper.observe(candidate.id, (candidate.training_result or {}).get("curve") or [])
+                stopper.observe(candidate.id, candidate.training_result.curve if candidate.training_result is not None else [])
         return stopper
 
     def tune_best(self) -> bool:

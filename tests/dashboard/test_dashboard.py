@@ -25,6 +25,7 @@ from dashboard_support import (
 
 from text2reward.dashboard.export import export_html
 from text2reward.inert import UNSAFE
+from text2reward.runs.records import FeedbackEvent
 from text2reward.runs.store import RunStore
 
 
@@ -198,8 +199,8 @@ def test_critique_is_stored_and_the_next_round_is_launched(copied):
     assert status == 303 and headers["location"] == f"/runs/{heuristic}#round-1"
     store = RunStore(runs / heuristic)
     [event] = store.events()
-    assert event["type"] == "critique" and event["text"] == text and event["candidate"] == "r0-s0"
-    assert event["author"] == "ada" and event["source"] == "dashboard" and event["for_round"] == 1
+    assert event.type == "critique" and event.text == text and event.candidate == "r0-s0"
+    assert event.author == "ada" and event.source == "dashboard" and event.for_round == 1
     record = store.read_json("dashboard-resume.json")
     assert record["command"][-4:] == ["resume", heuristic, "--runs-dir", str(runs.resolve())]
     log = (store.root / "dashboard-resume.log").read_text()
@@ -220,7 +221,7 @@ def test_preference_is_stored(copied):
     status, _, _ = server.post_form(f"/runs/{heuristic}/feedback", fields)
     assert status == 303
     [event] = RunStore(runs / heuristic).events()
-    assert (event["type"], event["best"], event["worst"], event["for_round"]) == ("preference", "r0-s1", "r0-s0", 1)
+    assert (event.type, event.best, event.worst, event.for_round) == ("preference", "r0-s1", "r0-s0", 1)
     server.launcher.stop_all()
 
 
@@ -315,7 +316,7 @@ def test_disabled_feedback_forms_say_why_beside_them(copied, codeless_run):
     # feedback already waiting for the next round: closed, and the page says which feedback and what to run
     (runs / heuristic / "run.lock").unlink()
     store = RunStore(runs / heuristic)
-    store.add_event({"type": "critique", "candidate": "r0-s0", "text": "closer", "author": "ada", "source": "cli", "for_round": 1})
+    store.add_event(FeedbackEvent(type="critique", candidate="r0-s0", text="closer", author="ada", source="cli", for_round=1))
     store.set_state(status="feedback_pending")
     form = form_of(server.get(f"/runs/{heuristic}")[2].decode(), "critique-r0-s1")
     assert "<fieldset disabled" in form
@@ -353,14 +354,14 @@ def test_a_finished_run_without_a_trained_candidate_says_so_and_never_yet(copied
 def test_skipped_validation_checks_are_neutral_not_failed(codeless_run):
     runs, run = codeless_run
     record = RunStore(runs / run).read_candidate(0, 1)
-    checks = record.attempts[-1]["validation"]["checks"]
-    assert checks["runs"]["ok"] is False and [n for n, c in checks.items() if c["ok"] is None]  # the real record
-    skipped = [n for n, c in checks.items() if c["ok"] is None]
+    checks = record.attempts[-1].validation.checks
+    assert checks["runs"].ok is False and [n for n, c in checks.items() if c.ok is None]  # the real record
+    skipped = [n for n, c in checks.items() if c.ok is None]
     with DashboardServer(runs) as server:
         html = server.get(f"/runs/{run}")[2].decode()
     card = html[html.index('id="cand-r0-s1"'):]
     card = card[:card.index("</article>")]
-    failed = sum(1 for c in checks.values() if c["ok"] is False)
+    failed = sum(1 for c in checks.values() if c.ok is False)
     assert f"checks passed, {failed} failed, {len(skipped)} skipped</summary>" in card
     items = re.findall(r'<li class="(\w+)"[^>]*><span class="mark">(.)</span> <b>([^<]+)</b>', card)
     by_name = {name: (cls, mark) for cls, mark, name in items}

@@ -281,7 +281,7 @@ def test_a_peak_better_on_the_same_episodes_is_delivered_though_the_intervals_ov
 def test_a_delivered_peak_becomes_the_model_file_and_the_result(tmp_path):
     """deliver_peak: model.zip becomes the peak's file (the final policy kept as final_model.zip), the result's success
     is the peak's on the final episodes, and the candidate's record says which policy it is."""
-    from text2reward.runs.records import TrainingSummary
+    from text2reward.runs.records import Delivered, TrainingSummary, read, read_result, write
     from text2reward.training.job import FINAL_MODEL_FILE, deliver_peak
 
     (tmp_path / "model.zip").write_bytes(b"final policy")
@@ -295,9 +295,9 @@ def test_a_delivered_peak_becomes_the_model_file_and_the_result(tmp_path):
     assert (tmp_path / "model.zip").read_bytes() == b"peak policy"
     assert (tmp_path / FINAL_MODEL_FILE).read_bytes() == b"final policy"
     assert result["success_rate"] == 0.6 and result["final_policy"]["success_rate"] == 0.3
-    summary = TrainingSummary.from_dict(TrainingSummary.of_result(result).to_dict())
-    assert summary.success_rate == 0.6 and summary.delivered_peak == {
-        "policy": "peak", "steps": 20000, "p_value": 0.035, "only_peak": 12, "only_final": 3}
+    summary = read(TrainingSummary, write(TrainingSummary.of_result(read_result(result))))
+    assert summary.success_rate == 0.6 and summary.delivered_peak == Delivered(
+        policy="peak", steps=20000, p_value=0.035, only_peak=12, only_final=3)
 
 
 def test_the_contrast_shows_each_candidate_with_its_interval_diff_and_separating_facts():
@@ -326,15 +326,15 @@ def test_the_contrast_shows_each_candidate_with_its_interval_diff_and_separating
 def test_ranking_calls_overlapping_intervals_ties_and_states_the_tie_break():
     from policies.stats import Rate, wilson_interval
     from text2reward.runs.ranking import TIE_BREAK, best_candidate, rank, tie_summary
-    from text2reward.runs.records import Candidate
+    from text2reward.runs.records import Candidate, read
 
     assert wilson_interval(4, 5) == pytest.approx((0.3755, 0.9638), abs=1e-4) and wilson_interval(0, 5)[0] == 0.0
     assert Rate(4, 5).ties(Rate(2, 5)) and not Rate(24, 30).ties(Rate(6, 30))
 
     def candidate(sample, successes, episodes, curve=(0.0,), round_=0):
-        return Candidate.from_dict({"id": f"r{round_}-s{sample}", "round": round_, "sample": sample, "status": "trained",
+        return read(Candidate, {"id": f"r{round_}-s{sample}", "round": round_, "sample": sample, "status": "trained",
                                     "training": {"success_rate": successes / episodes, "episodes": episodes,
-                                                 "mean_native_return": 0.0, "curve": [{"success_rate": s} for s in curve]}})
+                                                 "mean_native_return": 0.0, "curve": [{"steps": 100 * (i + 1), "success_rate": s} for i, s in enumerate(curve)]}})
 
     five = [candidate(0, 2, 5, curve=(0.6, 0.8)), candidate(1, 4, 5), candidate(2, 0, 5)]
     assert [s.id for s in rank(five)] == ["r0-s1", "r0-s0", "r0-s2"]

@@ -184,14 +184,14 @@ def test_the_reflection_never_contradicts_itself(case):
 
 
 def test_the_report_of_an_early_stopped_best_and_a_skipped_final_stage(tmp_path: Path):
-    from text2reward.runs.records import Candidate, FinalSummary
+    from text2reward.runs.records import Candidate, FinalSummary, read
     from text2reward.runs.report import write_report
     from text2reward.runs.store import RunStore
 
     store = RunStore.create(tmp_path, {"task_id": "metaworld/push-v3", "backend": "file", "rounds": 1, "samples": 2})
     zero = [{"steps": s, "success_rate": 0.0, "episodes": 5, "mean_return": 1.0} for s in (4000, 8000)]
     for sample, (rate, stop) in enumerate([(2 / 30, {"steps": 8000, "reason": "it led the rung"}), (0.0, None)]):
-        store.write_candidate(Candidate.from_dict({
+        store.write_candidate(read(Candidate, {
             "id": f"r0-s{sample}", "round": 0, "sample": sample, "backend": "file", "model": "file", "status": "trained",
             "training": {"success_rate": rate, "best_success_rate": 0.0, "episodes": 30, "eval_episodes": 5, "steps": 8000,
                          "mean_return": 1.0, "mean_native_return": 0.0, "curve": zero},

@@ -166,7 +166,8 @@ def _run_stdin_backend(n: int, text: str) -> subprocess.CompletedProcess:
         "messages = [{'role': 'user', 'content': 'Make the robot open the drawer.'}]\n"
         f"request = GenerationRequest(messages=messages, n={n}, task_id='metaworld/drawer-open-v3')\n"
         "replies = backend_spec('file').make(BackendSettings()).generate(request)\n"
-        "print(json.dumps([r.to_dict() for r in replies]))\n"
+        "from text2reward.runs.codec import write\n"
+        "print(json.dumps([write(r) for r in replies]))\n"
     )
     return subprocess.run([sys.executable, "-c", script], input=text, capture_output=True, text=True,
                           cwd=REPO, timeout=60)
@@ -178,7 +179,7 @@ def test_file_backend_reads_pasted_replies_from_stdin():
     replies = json.loads(done.stdout)
     assert [r["text"] for r in replies] == ["def compute_dense_reward(self, action):\n    return 1.0\n",
                                             "second reply\n"]
-    assert all(r["model"] == "file" and r["error"] is None for r in replies)
+    assert all(r["model"] == "file" and r.get("error") is None for r in replies)
     assert "Make the robot open the drawer." in done.stderr and "paste reply 1 of 2" in done.stderr
 
     short = _run_stdin_backend(3, "only one\n")

@@ -257,10 +257,10 @@ def test_a_keypoint_reward_source_trains_its_program_like_a_model_reward(tmp_pat
     store = start_run(config, tmp_path)
     (candidate,) = store.candidates()
     assert candidate.backend == "keypoints" and candidate.model == "program from oracle keypoints"
-    assert candidate.status == "trained" and candidate.validation["ok"]
+    assert candidate.status == "trained" and candidate.validation.ok
     code = (store.root / candidate.code_file).read_text()
     assert code == (store.root / "keypoints" / "reward.py").read_text()
-    assert {"reach_grasp", "path_progress", "at_target"} <= set(candidate.training_result["components"][-1]["components"])
+    assert {"reach_grasp", "path_progress", "at_target"} <= set(candidate.training_result.components[-1].components)
 
 
 FAILING = '''```python
@@ -359,7 +359,7 @@ def test_a_person_answers_through_reply_files_and_the_run_resumes_where_it_waite
     assert candidate.status == "trained", candidate.reason
     program = (store.root / candidate.code_file).read_text()
     assert "def code_reward(self, action):" in program and "def keypoint_reward(self, action):" in program
-    assert {"code_distance", "kp_path_progress"} <= set(candidate.training_result["components"][-1]["components"])
+    assert {"code_distance", "kp_path_progress"} <= set(candidate.training_result.components[-1].components)
 
 
 def test_a_model_name_cannot_break_out_of_the_programs_docstring():

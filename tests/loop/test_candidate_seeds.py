@@ -10,6 +10,7 @@ import pytest
 
 from policies.stats import Rate
 from text2reward.loop import resume_run, start_run
+from text2reward.runs.records import read_result, write
 from text2reward.runs.seed_scores import seed_spread
 from text2reward.settings import CANDIDATE_SEED_STRIDE, RunConfig
 
@@ -35,7 +36,7 @@ def test_two_seeds_per_candidate_train_two_jobs_and_pool_their_episodes(tmp_path
         assert [s.seed for s in c.seeds] == [0, CANDIDATE_SEED_STRIDE] and all(s.training is not None for s in c.seeds)
         for seed in c.seeds:  # each seed's own figures, from its own job's result
             own = json.loads((store.root / seed.job / "train" / "result.json").read_text())
-            assert seed.training.success_rate == own["success_rate"] and seed.training.curve == own["curve"]
+            assert seed.training.success_rate == own["success_rate"] and seed.training.curve == read_result(own).curve
         spread = seed_spread(c)
         assert spread is not None and c.training.episodes == sum(s.training.episodes for s in c.seeds)
         assert Rate.of(c.training.success_rate, c.training.episodes) == spread.pooled
@@ -51,6 +52,6 @@ def test_two_seeds_per_candidate_train_two_jobs_and_pool_their_episodes(tmp_path
     shown = subprocess.run([sys.executable, "-m", "text2reward.cli", "runs", "show", store.run_id, "--runs-dir", str(tmp_path)],
                            capture_output=True, text=True, check=True).stdout
     assert "r1-s0" in shown
-    before = {c.id: c.to_dict() for c in candidates}
+    before = {c.id: write(c) for c in candidates}
     resume_run(tmp_path, store.run_id)
-    assert {c.id: c.to_dict() for c in store.candidates()} == before
+    assert {c.id: write(c) for c in store.candidates()} == before

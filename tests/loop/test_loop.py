@@ -77,7 +77,7 @@ def test_heuristic_run_two_rounds_with_report(tmp_path):
         assert (directory / "training" / "rollout.mp4").stat().st_size > 1000
         # validation's names bind its training: the job carries them (a new name in training fails the candidate)
         job = json.loads((directory / "training" / "job.json").read_text())
-        assert job["component_names"] == c.validation["component_names"] and job["component_names"]
+        assert job["component_names"] == c.validation.component_names and job["component_names"]
     final = store.final_summary()
     assert final.best_candidate in {c.id for c in candidates}
     assert len(final.best.success_rates) == 1
@@ -108,7 +108,7 @@ def test_openai_server_loop_feeds_tracebacks_back_and_records_failures(tmp_path)
     fix_requests = [r["messages"][-1]["content"] for r in requests[1:]]
     assert any("wrist_camera" in text and "AttributeError" in text for text in fix_requests), "traceback must reach the model"
     buggy = store.read_candidate(0, 1)
-    assert len(buggy.attempts) == 2 and buggy.attempts[1]["validation"]["ok"]
+    assert len(buggy.attempts) == 2 and buggy.attempts[1].validation.ok
     assert buggy.screening["passed"]
     prose = store.read_candidate(0, 3)
     assert "compute_dense_reward" in prose.reason

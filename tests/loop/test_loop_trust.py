@@ -109,11 +109,11 @@ def test_a_reward_that_fails_while_screened_is_sent_back_and_the_round_goes_on(t
     assert result.returncode == 0, result.stderr
     store = only_run(tmp_path / "runs")
     bomb, inverted = store.candidates()
-    assert bomb.attempts[0]["screening_error"].startswith("the reward failed on a recorded rollout")
-    assert "math domain error" in bomb.attempts[0]["screening_error"]
+    assert bomb.attempts[0].screening_error.startswith("the reward failed on a recorded rollout")
+    assert "math domain error" in bomb.attempts[0].screening_error
     fix_prompt = json.dumps(store.read_json("rounds/r0/s0/fix_prompt_1.json"))
     assert "math domain error" in fix_prompt, "the screening error must reach the model"
-    assert not inverted.attempts[0]["screening"]["passed"]
+    assert not inverted.attempts[0].screening["passed"]
     assert "Screening before training" in json.dumps(store.read_json("rounds/r0/s1/fix_prompt_1.json"))
     assert [c.status for c in (bomb, inverted)] == ["trained", "trained"]
     assert store.state().status == "finished"

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from policies.formatting import format_seconds, format_success
-from text2reward.runs.records import Candidate
+from text2reward.runs.records import Candidate, read
 from text2reward.runs.run_events import describe
 
 
@@ -25,7 +25,7 @@ def test_a_success_rate_shows_its_episodes_and_interval():
 
 
 def test_a_trained_candidates_line_has_no_raw_float():
-    candidate = Candidate.from_dict({"id": "r0-s0", "round": 0, "sample": 0, "status": "trained",
+    candidate = read(Candidate, {"id": "r0-s0", "round": 0, "sample": 0, "status": "trained",
                                      "training": {"success_rate": 4 / 15, "best_success_rate": 0.4, "steps": 300, "episodes": 30,
                                                   "curve": []}})
     line = describe(candidate)

@@ -67,7 +67,7 @@ def test_records_written_before_with_infinity_still_read_and_report(tmp_path):
     path.write_text(json.dumps(record))  # Python's default: `Infinity` in the file
     assert "Infinity" in path.read_text()
     [candidate] = [c for c in store.candidates() if c.id == "r1-s0"]
-    assert candidate.training_result["components"][0]["components"]["reach"]["mean"] == HUGE  # read, clamped as strict records store it
+    assert candidate.training_result is not None and candidate.training_result.components[0].components["reach"].mean == HUGE  # read, clamped as strict records store it
     assert "## Best reward" in write_report(store).read_text()
     store.write_candidate(candidate)  # written again: strict
     assert strict_loads(path.read_text())["training_result"]["components"][0]["components"]["reach"]["mean"] == HUGE

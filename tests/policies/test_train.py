@@ -156,9 +156,10 @@ def test_a_reward_naming_its_components_as_our_keys_trains_and_forges_nothing(tm
         assert sorted(entry["components"]) == sorted(names)
         assert entry["step_success"] == 0.0 and abs(entry["native"]) < 1e6  # the environment's, not the reward's 1.0 and 1e300
         assert entry["components"]["_step_success"]["mean"] == 1.0 and entry["components"]["_steps"]["max"] == 1e300
-    from text2reward.runs.records import Candidate, component_history, kept_training_result
+    from text2reward.runs.records import Candidate, component_history, read, read_result, write
 
-    assert component_history(data) == history  # well formed as written
-    candidate = Candidate.from_dict({"id": "r0-s0", "round": 0, "sample": 0, "status": "trained",
-                                     "training_result": kept_training_result(data)})
-    assert candidate.training_result["components"] == history and result.components == history
+    assert write(read_result(data))["components"] == history  # well formed as written
+    candidate = read(Candidate, {"id": "r0-s0", "round": 0, "sample": 0, "status": "trained",
+                                 "training_result": write(read_result(data).kept())})
+    assert candidate.training_result is not None and candidate.training_result.components == component_history(history)
+    assert result.components == history

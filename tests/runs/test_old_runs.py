@@ -14,7 +14,7 @@ import pytest
 
 from text2reward import RewardSearch, open_run
 from text2reward.dashboard.runview import load_run
-from text2reward.runs.records import Candidate
+from text2reward.runs.records import Candidate, ComponentStats, ComponentWindow
 from text2reward.runs.report import write_report
 from text2reward.runs.statuses import CandidateStatus, RunStatus
 from text2reward.runs.store import RunStore, list_runs
@@ -114,9 +114,9 @@ def test_a_run_whose_reward_bent_its_records_still_opens_reports_renders_and_res
     trained = [c for c in store.candidates() if c.training_result]
     assert trained
     for candidate in trained:
-        history = candidate.training_result["components"]
-        assert history[0] == {"steps": 100, "components": {"reach": {"mean": 0.1, "min": 0.0, "max": 0.2}}}
-        assert all(isinstance(entry["components"], dict) and isinstance(entry["steps"], int) for entry in history)
+        history = candidate.training_result.components
+        assert history[0] == ComponentWindow(steps=100, components={"reach": ComponentStats(mean=0.1, min=0.0, max=0.2)})
+        assert all(isinstance(entry.components, dict) and isinstance(entry.steps, int) for entry in history)
         text = reward_reflection(candidate.training_result)
         assert "1e+300" not in text and "reach:" in text
     assert "## Final comparison" in write_report(store).read_text()

@@ -9,13 +9,14 @@ import math
 import numpy as np
 import pytest
 
+from policies.curve import CurvePoint
 from policies.evaluate import evaluate
 from policies.reward_program import SparseReward
-from policies.score import curve_area, mean_and_se, progress_text, result_score, score_of
+from policies.score import curve_area, mean_and_se, progress_text, score_of
 from policies.task_env import make_task_env
 from sim_envs import get_task
 from text2reward.runs.ranking import TIE_BREAK, best_candidate, rank
-from text2reward.runs.records import Candidate, TrainingSummary
+from text2reward.runs.records import Candidate, TrainingSummary, read, read_result, write
 from text2reward.training.early_stop import EarlyStopRule, judge_at_rung
 
 
@@ -23,14 +24,14 @@ def test_the_score_is_area_plus_progress_with_its_standard_error():
     assert mean_and_se([]) == (0.0, 0.0) and mean_and_se([0.4]) == (0.4, 0.0)
     mean, se = mean_and_se([0.2, 0.4, 0.6])
     assert mean == pytest.approx(0.4) and se == pytest.approx(0.2 / math.sqrt(3))
-    curve = [{"success_rate": 0.0, "episodes": 5}, {"success_rate": 0.4, "episodes": 5}]
+    curve = [CurvePoint(steps=1, success_rate=0.0, episodes=5), CurvePoint(steps=2, success_rate=0.4, episodes=5)]
     area, area_se = curve_area(curve)
     assert area == pytest.approx(0.2) and area_se == pytest.approx(math.sqrt(0.4 * 0.6 / 5) / 2)
     score = score_of(curve, 0.62, 0.05)
     assert score.value == pytest.approx(0.82) and score.se == pytest.approx(math.hypot(area_se, 0.05))
     assert score.text() == f"score 0.82 ± {score.se:.2f} (success-curve area 0.20, progress toward the success rule 0.62 ± 0.05)"
     assert progress_text(0.62, 0.05) == "progress toward the success rule 0.62 ± 0.05"
-    old = result_score({"curve": curve})  # a result.json from before progress was measured
+    old = score_of(curve, None)  # a result.json from before progress was measured
     assert old.progress is None and old.value == pytest.approx(0.2) and "no progress measured" in old.text()
 
 
@@ -58,10 +59,10 @@ def test_an_evaluation_states_progress_from_the_simulator():
 
 def candidate(sample: int, success: float, native: float, progress: float | None = None, curve: tuple[float, ...] = (0.0,)) -> Candidate:
     training = {"success_rate": success, "episodes": 30, "mean_native_return": native,
-                "curve": [{"success_rate": s, "episodes": 5} for s in curve]}
+                "curve": [{"steps": 100 * (i + 1), "success_rate": s, "episodes": 5} for i, s in enumerate(curve)]}
     if progress is not None:
         training |= {"mean_progress": progress, "progress_se": 0.03}
-    return Candidate.from_dict({"id": f"r0-s{sample}", "round": 0, "sample": sample, "status": "trained", "training": training})
+    return read(Candidate, {"id": f"r0-s{sample}", "round": 0, "sample": sample, "status": "trained", "training": training})
 
 
 def test_when_nobody_succeeds_progress_ranks_before_native_return():
@@ -84,16 +85,16 @@ def test_records_without_progress_rank_as_before():
 def test_progress_survives_the_records_round_trip():
     result = {"success_rate": 0.0, "best_success_rate": 0.0, "mean_return": 1.0, "mean_native_return": 2.0, "steps": 10,
               "wall_seconds": 1.0, "steps_per_second": 10.0, "curve": [], "mean_progress": 0.0, "progress_se": 0.0}
-    summary = TrainingSummary.of_result(result)
+    summary = TrainingSummary.of_result(read_result(result))
     assert summary.progress == (0.0, 0.0)
-    assert TrainingSummary.from_dict(summary.to_dict()).progress == (0.0, 0.0)
+    assert read(TrainingSummary, write(summary)).progress == (0.0, 0.0)
     del result["mean_progress"], result["progress_se"]
-    assert TrainingSummary.of_result(result).progress is None
+    assert TrainingSummary.of_result(read_result(result)).progress is None
 
 
-def flat(rate: float, native: float, progress: float | None) -> list[dict]:
-    return [{"steps": s, "success_rate": rate, "mean_native_return": native, "episodes": 5,
-             **({"mean_progress": progress, "progress_se": 0.02} if progress is not None else {})} for s in (250, 500, 750)]
+def flat(rate: float, native: float, progress: float | None) -> list[CurvePoint]:
+    return [CurvePoint(steps=s, success_rate=rate, mean_native_return=native, episodes=5, mean_progress=progress,
+                       progress_se=0.02 if progress is not None else None) for s in (250, 500, 750)]
 
 
 def test_early_stopping_without_success_compares_progress_when_every_evaluation_has_it():
@@ -146,4 +147,4 @@ def test_a_delivered_peak_carries_its_own_progress(tmp_path):
                           "p_value": 0.035, "delivered": True, "progress_on_final_episodes": [0.8, 0.03]}, tmp_path)
     assert (result["mean_progress"], result["progress_se"]) == (0.8, 0.03)
     assert result["final_policy"]["mean_progress"] == 0.5 and result["final_policy"]["progress_se"] == 0.04
-    assert TrainingSummary.of_result(result).progress == (0.8, 0.03)
+    assert TrainingSummary.of_result(read_result(result)).progress == (0.8, 0.03)

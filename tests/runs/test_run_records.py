@@ -14,7 +14,7 @@ import pytest
 from dashboard_support import DashboardServer
 
 from sim_envs.errors import ConfigError
-from text2reward.runs.records import SCHEMA_VERSION
+from text2reward.runs.records import SCHEMA_VERSION, write_versioned
 from text2reward.runs.store import RunStore
 from text2reward.settings import RunConfig
 
@@ -38,7 +38,7 @@ def test_old_records_open_upgraded(runs_dir):
     assert "schema" not in json.loads((store.root / "rounds/r0/s0/candidate.json").read_text())  # written before versions
     candidates = store.candidates()
     assert [c.id for c in candidates] == ["r0-s0"]
-    assert all(c.to_dict()["schema"] == SCHEMA_VERSION and c.status == "trained" for c in candidates)
+    assert all(write_versioned(c)["schema"] == SCHEMA_VERSION and c.status == "trained" for c in candidates)
     assert store.round_summary(0).best == "r0-s0"
     assert store.final_summary().best_candidate == "r0-s0"
     assert store.state().status == "finished"

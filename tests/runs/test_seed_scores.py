@@ -14,7 +14,7 @@ from policies.config import TrainConfig
 from policies.stats import Rate
 from text2reward.feedback.compose import candidate_summary, round_contrast, seed_spread_section
 from text2reward.runs.ranking import best_candidate, rank, tie_summary
-from text2reward.runs.records import Candidate, FinalArm
+from text2reward.runs.records import Candidate, CurvePoint, FinalArm, read, read_result, write
 from text2reward.runs.seed_scores import pooled_curve, seed_spread
 from text2reward.runs.statuses import CandidateStatus, FailureCause, StopKind
 from text2reward.runs.store import RunStore
@@ -70,7 +70,7 @@ def test_a_candidate_on_three_seeds_keeps_each_seed_and_its_pooled_score(store):
     assert spread.text().startswith("success per seed 0.30 / 0.00 / 0.03 (seeds 0, 1000, 2000), pooled 0.11 (10 of 90 episodes, "
                                     "95% interval 0.06-0.19); between seeds 0.00-0.30, standard deviation 0.13")
     # the record reads back as it was written
-    again = Candidate.from_dict(lucky.to_dict())
+    again = read(Candidate, write(lucky))
     assert again.seeds == lucky.seeds and again.training.episodes == 90 and seed_spread(again) == spread
 
 
@@ -111,25 +111,25 @@ def test_a_seed_stopped_behind_makes_the_candidate_stopped_early_naming_its_lead
 
 
 def test_seed_curves_pool_where_every_seed_has_evaluated():
-    a = [{"steps": 100, "success_rate": 0.2, "episodes": 5, "mean_native_return": 1.0},
-         {"steps": 200, "success_rate": 0.4, "episodes": 5, "mean_native_return": 3.0}]
-    b = [{"steps": 100, "success_rate": 0.0, "episodes": 5, "mean_native_return": 3.0}]
-    assert pooled_curve([a, b]) == [{"steps": 100, "success_rate": 0.1, "episodes": 10, "seeds": 2, "mean_native_return": 2.0}]
+    a = [CurvePoint(steps=100, success_rate=0.2, episodes=5, mean_native_return=1.0),
+         CurvePoint(steps=200, success_rate=0.4, episodes=5, mean_native_return=3.0)]
+    b = [CurvePoint(steps=100, success_rate=0.0, episodes=5, mean_native_return=3.0)]
+    assert pooled_curve([a, b]) == [CurvePoint(steps=100, success_rate=0.1, episodes=10, seeds=2, mean_native_return=2.0)]
     assert pooled_curve([a]) == a
 
 
 def test_old_records_without_seeds_read_as_one_seed():
-    old = Candidate.from_dict({"id": "r0-s0", "round": 0, "sample": 0, "status": "trained",
+    old = read(Candidate, {"id": "r0-s0", "round": 0, "sample": 0, "status": "trained",
                                "training": {"success_rate": 0.4, "episodes": 5, "curve": []}})
     assert old.seeds == [] and seed_spread(old) is None and seed_spread_section(old) == ""
-    assert "seeds" not in old.to_dict() and candidate_summary(old, "").spread == ""
+    assert "seeds" not in write(old) and candidate_summary(old, "").spread == ""
 
 
 def test_the_final_comparison_pools_its_seeds_episodes_as_candidates_do():
     results = [{"seed": 1, "success_rate": 0.5, "curve": [], "final_eval_episodes": 30},
                {"seed": 2, "success_rate": 0.0, "curve": [], "final_eval_episodes": 10}]
-    arm = FinalArm.of(results, [])
+    arm = FinalArm.of([read_result(r) for r in results], [])
     assert arm.pooled == Rate(15, 40) and arm.mean == pytest.approx(15 / 40) and arm.std == pytest.approx(0.25)
-    assert FinalArm.from_dict(arm.to_dict()).pooled == Rate(15, 40)
-    older = FinalArm.from_dict({"success_rates": [0.5, 0.0], "seeds": [1, 2], "mean": 0.25, "std": 0.25})
+    assert read(FinalArm, write(arm)).pooled == Rate(15, 40)
+    older = read(FinalArm, {"success_rates": [0.5, 0.0], "seeds": [1, 2], "mean": 0.25, "std": 0.25})
     assert older.pooled is None and older.mean == 0.25  # a summary that kept no episode counts reads as it was

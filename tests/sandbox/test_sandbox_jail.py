@@ -622,7 +622,7 @@ def test_a_time_bomb_fails_its_candidate_in_a_run_and_the_run_goes_on(tmp_path):
                           overrides={"learning_starts": 50, "batch_size": 32})
     store = start_run(config, tmp_path / "runs")
     [candidate] = store.candidates()
-    assert candidate.validation["ok"] is True
+    assert candidate.validation.ok is True
     assert candidate.status == "failed" and "the total is nan" in candidate.reason
     result = json.loads(next(store.root.rglob("train/result.json")).read_text())
     assert result["reward_failure"] and result["curve"] and "jail" in result["reward_isolation"]

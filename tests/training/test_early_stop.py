@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from policies.config import TrainConfig
+from policies.curve import CurvePoint
 from text2reward.runs.ranking import best_candidate, rank
-from text2reward.runs.records import Candidate
+from text2reward.runs.records import Candidate, read
 from text2reward.runs.store import STOP_FILE
 from text2reward.settings import RunConfig
 from text2reward.training.early_stop import EarlyStopper, EarlyStopRule, judge_at_rung, rung_steps
@@ -17,8 +19,8 @@ from text2reward.training.job import TrainJob
 from text2reward.training.pool import run_jobs
 
 
-def curve(*points: tuple[int, float, float]) -> list[dict]:
-    return [{"steps": s, "success_rate": rate, "mean_native_return": native} for s, rate, native in points]
+def curve(*points: tuple[int, float, float]) -> list[CurvePoint]:
+    return [CurvePoint(steps=s, success_rate=rate, mean_native_return=native) for s, rate, native in points]
 
 
 def test_rungs_fall_on_the_first_evaluation_at_or_after_each_fraction():
@@ -27,8 +29,8 @@ def test_rungs_fall_on_the_first_evaluation_at_or_after_each_fraction():
     assert rung_steps(1000, 1000, EarlyStopRule()) == []  # one evaluation, at the end: nothing to compare early
 
 
-def flat(steps: list[int], rate: float, native: float, episodes: int = 5) -> list[dict]:
-    return [{"steps": s, "success_rate": rate, "mean_native_return": native, "episodes": episodes} for s in steps]
+def flat(steps: list[int], rate: float, native: float, episodes: int = 5) -> list[CurvePoint]:
+    return [CurvePoint(steps=s, success_rate=rate, mean_native_return=native, episodes=episodes) for s in steps]
 
 
 EVALS = [250, 500, 750]
@@ -55,7 +57,7 @@ def test_one_spike_in_the_leaders_readings_stops_nobody():
     """soccer-v3, measured: the leader read 9.7 / 120.7 / 6.3 native return at 6k / 8k / 10k, and a candidate at ~15
     was stopped at 8k on the spike. On the window's median, with every reading required below every one of the
     leader's, it goes on; before the change one reading at the rung decided."""
-    curves = {"r0-s0": [{"steps": s, "success_rate": 0.0, "mean_native_return": v, "episodes": 5}
+    curves = {"r0-s0": [CurvePoint(steps=s, success_rate=0.0, mean_native_return=v, episodes=5)
                         for s, v in ((6000, 9.7), (8000, 120.7), (10000, 6.3))],
               "r0-s1": flat([6000, 8000, 10000], 0.0, 15.0)}
     assert judge_at_rung("r0-s1", curves, 8000, EarlyStopRule()) is None
@@ -81,11 +83,11 @@ def test_a_candidate_is_compared_at_the_rung_whenever_its_peer_gets_there():
     the rung's step count, each rung once."""
     stopper = EarlyStopper(budget=2000, eval_freq=250)  # rungs 500, 1000
     for steps, native in ((250, -30.0), (500, -29.0)):
-        stopper.add_point("a", {"steps": steps, "success_rate": 0.0, "mean_native_return": native})
+        stopper.add_point("a", CurvePoint(steps=steps, success_rate=0.0, mean_native_return=native))
     assert stopper.decide(["a", "b"]) == {}  # b has not reached the rung: nobody to compare with
-    stopper.add_point("a", {"steps": 750, "success_rate": 0.0, "mean_native_return": -28.0})
+    stopper.add_point("a", CurvePoint(steps=750, success_rate=0.0, mean_native_return=-28.0))
     for steps, native in ((250, -4.0), (500, -3.0)):
-        stopper.add_point("b", {"steps": steps, "success_rate": 0.0, "mean_native_return": native})
+        stopper.add_point("b", CurvePoint(steps=steps, success_rate=0.0, mean_native_return=native))
     decisions = stopper.decide(["a", "b"])
     assert set(decisions) == {"a"} and decisions["a"].rung == 0 and decisions["a"].steps == 500
     assert decisions["a"].leader == "b" and decisions["a"].to_dict()["leader"] == "b"
@@ -95,8 +97,8 @@ def test_a_candidate_is_compared_at_the_rung_whenever_its_peer_gets_there():
 def test_a_finished_peer_leads_a_queued_candidate():
     stopper = EarlyStopper(budget=1000, eval_freq=250)
     stopper.observe("done", curve((250, 0.9, -2.0), (500, 1.0, -1.0), (750, 1.0, -1.0), (1000, 1.0, -1.0)))
-    stopper.add_point("late", {"steps": 250, "success_rate": 0.0, "mean_native_return": -20.0})
-    stopper.add_point("late", {"steps": 500, "success_rate": 0.0, "mean_native_return": -20.0})
+    stopper.add_point("late", CurvePoint(steps=250, success_rate=0.0, mean_native_return=-20.0))
+    stopper.add_point("late", CurvePoint(steps=500, success_rate=0.0, mean_native_return=-20.0))
     (decision,) = stopper.decide(["late"]).values()
     assert "done's 0.90 (9 of 10 episodes" in decision.reason and decision.leader == "done"
 
@@ -109,10 +111,10 @@ def test_a_candidates_seeds_are_judged_pooled_and_stopped_together():
     stopper = EarlyStopper(budget=2000, eval_freq=250, groups=groups)  # rungs 500, 1000
     for name, rate in (("b seed 0", 0.8), ("b seed 1000", 0.0), ("a seed 0", 0.0)):
         for steps in (250, 500):
-            stopper.add_point(name, {"steps": steps, "success_rate": rate, "mean_native_return": -1.0, "episodes": 5})
+            stopper.add_point(name, CurvePoint(steps=steps, success_rate=rate, mean_native_return=-1.0, episodes=5))
     assert stopper.decide(list(groups)) == {}  # a's second seed has not evaluated: a has not reached the rung
     for steps in (250, 500):
-        stopper.add_point("a seed 1000", {"steps": steps, "success_rate": 0.0, "mean_native_return": -1.0, "episodes": 5})
+        stopper.add_point("a seed 1000", CurvePoint(steps=steps, success_rate=0.0, mean_native_return=-1.0, episodes=5))
     decisions = stopper.decide(list(groups))
     assert set(decisions) == {"a seed 0", "a seed 1000"}
     assert all(d.leader == "b" and "0.40 (8 of 20 episodes" in d.reason and "0.00 (0 of 20 episodes" in d.reason
@@ -132,9 +134,9 @@ def test_run_settings_turn_early_stopping_on_for_candidates_only(tmp_path):
 
 
 def test_a_stopped_candidate_still_ranks_on_its_partial_result():
-    trained = Candidate.from_dict({"id": "r0-s0", "round": 0, "sample": 0, "status": "trained",
+    trained = read(Candidate, {"id": "r0-s0", "round": 0, "sample": 0, "status": "trained",
                                    "training": {"success_rate": 0.2, "curve": []}})
-    stopped = Candidate.from_dict({"id": "r0-s1", "round": 0, "sample": 1, "status": "stopped_early",
+    stopped = read(Candidate, {"id": "r0-s1", "round": 0, "sample": 1, "status": "stopped_early",
                                    "training": {"success_rate": 0.0, "curve": []},
                                    "stopped_early": {"rung": 0, "steps": 250, "reason": "behind"}})
     assert best_candidate([stopped]).id == "r0-s1"
@@ -145,7 +147,7 @@ def test_the_ranking_never_puts_a_stopped_candidate_above_the_one_that_stopped_i
     """sweep-v3, measured: r0-s1 was stopped for trailing r0-s0, then ranked best of the round on its final return.
     It is ranked on what it reached, below its leader; others stay where their figures put them."""
     def trained(id: str, sample: int, native: float, **extra) -> Candidate:
-        return Candidate.from_dict({"id": id, "round": 0, "sample": sample, "status": extra.pop("status", "trained"),
+        return read(Candidate, {"id": id, "round": 0, "sample": sample, "status": extra.pop("status", "trained"),
                                     "training": {"success_rate": 0.0, "mean_native_return": native, "curve": []}, **extra})
 
     leader = trained("r0-s0", 0, 32.8)
@@ -164,7 +166,8 @@ def test_a_real_worker_behind_a_finished_leader_stops_at_the_rung_and_keeps_its_
     stop file, and the worker stops within a few steps, with its curve, its result and no video."""
     # the mechanism, not the rule: one reading may decide here (the rule's noise has its own tests above)
     stopper = EarlyStopper(budget=800, eval_freq=200, rule=EarlyStopRule(min_evaluations=1))  # rungs at 200 and 400
-    stopper.observe("r0-s0", [{**p, "episodes": 30} for p in curve((200, 1.0, -1.0), (400, 1.0, -1.0), (600, 1.0, -1.0), (800, 1.0, -1.0))])
+    stopper.observe("r0-s0", [dataclasses.replace(p, episodes=30)
+                              for p in curve((200, 1.0, -1.0), (400, 1.0, -1.0), (600, 1.0, -1.0), (800, 1.0, -1.0))])
     out = tmp_path / "r0-s1"
     job = TrainJob(
         train=TrainConfig(task_id="fetch/reach", out_dir=out / "train", reward="sparse", steps=800, eval_freq=200, eval_episodes=2,

@@ -19,6 +19,7 @@ import pytest
 from polling import wait_for
 
 from policies.config import TrainConfig
+from policies.curve import CurvePoint
 from text2reward.loop import start_run
 from text2reward.runs.store import STOP_FILE, RunStore
 from text2reward.settings import RunConfig
@@ -181,7 +182,7 @@ def test_a_job_behind_a_finished_leader_is_stopped_through_the_board(tmp_path, r
     file, the board carries it to the task, which stops at the rung and keeps its partial result."""
     # the mechanism, not the rule: one reading may decide here (tests/training/test_early_stop.py tests the rule)
     stopper = EarlyStopper(budget=800, eval_freq=100, rule=EarlyStopRule(min_evaluations=1))  # rungs at 200 and 400
-    stopper.observe("leader", [{"steps": s, "success_rate": 1.0, "mean_native_return": -1.0, "episodes": 30}
+    stopper.observe("leader", [CurvePoint(steps=s, success_rate=1.0, mean_native_return=-1.0, episodes=30)
                                for s in (200, 400, 600, 800)])
     out = tmp_path / "behind"
     polls: list[dict] = []

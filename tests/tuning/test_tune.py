@@ -18,6 +18,7 @@ import optuna
 import pytest
 from polling import wait_for
 
+from policies.curve import CurvePoint
 from text2reward.errors import ConfigError
 from text2reward.runs.records import ConstantChange
 from text2reward.runs.store import RunStore
@@ -156,8 +157,8 @@ def test_the_tie_breaker_never_outweighs_one_success_step():
     assert squash(-6.0) < squash(-5.0)  # a Fetch-sized difference still registers
     for episodes in (1, 2, 5, 100):
         step = 1 / episodes
-        worst_with_more_success = objective({"success_rate": step, "mean_native_return": -1e9}, episodes)
-        best_with_less = objective({"success_rate": 0.0, "mean_native_return": 1e9}, episodes)
+        worst_with_more_success = objective(CurvePoint(steps=1, success_rate=step, mean_native_return=-1e9), episodes)
+        best_with_less = objective(CurvePoint(steps=1, success_rate=0.0, mean_native_return=1e9), episodes)
         assert worst_with_more_success > best_with_less
         assert objective({"success_rate": step, "mean_progress": 0.0}, episodes) > objective({"success_rate": 0.0, "mean_progress": 1.0}, episodes)
 
@@ -174,14 +175,14 @@ def test_among_equal_success_progress_toward_the_rule_decides_not_the_native_ret
 
 def test_a_trial_scores_the_area_under_its_success_curve():
     episodes = 10
-    late = [{"steps": s, "success_rate": r, "mean_native_return": 10.0} for s, r in ((100, 0.0), (200, 0.0), (300, 0.0), (400, 1.0))]
-    soon = [{"steps": s, "success_rate": r, "mean_native_return": 10.0} for s, r in ((100, 0.0), (200, 1.0), (300, 1.0), (400, 1.0))]
+    late = [CurvePoint(steps=s, success_rate=r, mean_native_return=10.0) for s, r in ((100, 0.0), (200, 0.0), (300, 0.0), (400, 1.0))]
+    soon = [CurvePoint(steps=s, success_rate=r, mean_native_return=10.0) for s, r in ((100, 0.0), (200, 1.0), (300, 1.0), (400, 1.0))]
     assert curve_objective(soon, episodes) > curve_objective(late, episodes)  # same final success, reached sooner
     assert curve_objective(late, episodes) == pytest.approx(objective(late[-1], episodes) / 4 + 3 * objective(late[0], episodes) / 4)
     # a trial stopped at the success threshold keeps its last value to the end of the budget
     assert curve_objective(soon[:2], episodes, budget=400) == pytest.approx(curve_objective(soon, episodes))
     # evaluations weigh by the steps they cover, not by their count
-    uneven = [{"steps": 100, "success_rate": 1.0}, {"steps": 400, "success_rate": 0.0}]
+    uneven = [CurvePoint(steps=100, success_rate=1.0), CurvePoint(steps=400, success_rate=0.0)]
     assert curve_objective(uneven, episodes) == pytest.approx((objective(uneven[0], episodes) + 3 * objective(uneven[1], episodes)) / 4)
     assert curve_objective([], episodes) == 0.0
 
@@ -211,12 +212,12 @@ def test_the_pruner_stops_a_trial_below_the_median(tmp_path):
             trial.report(value, steps)
         study.tell(trial, value)
     good, bad = study.ask(), study.ask()
-    pruner = TrialPruner({"good": good, "bad": bad}, lambda curve: curve[-1]["success_rate"])
-    pruner.add_point("good", {"steps": 50, "success_rate": 0.9})
-    pruner.add_point("bad", {"steps": 50, "success_rate": 0.0})
+    pruner = TrialPruner({"good": good, "bad": bad}, lambda curve: curve[-1].success_rate)
+    pruner.add_point("good", CurvePoint(steps=50, success_rate=0.9))
+    pruner.add_point("bad", CurvePoint(steps=50, success_rate=0.0))
     assert pruner.decide(["good", "bad"]) == {}  # before a quarter of the budget nobody is judged
-    pruner.add_point("good", {"steps": 100, "success_rate": 0.9})
-    pruner.add_point("bad", {"steps": 100, "success_rate": 0.1})
+    pruner.add_point("good", CurvePoint(steps=100, success_rate=0.9))
+    pruner.add_point("bad", CurvePoint(steps=100, success_rate=0.1))
     decisions = pruner.decide(["good", "bad"])
     assert list(decisions) == ["bad"] and decisions["bad"].steps == 100 and "pruned by the tuner" in decisions["bad"].reason
     assert study.trials[bad.number].intermediate_values == {50: 0.0, 100: 0.1}
@@ -235,9 +236,11 @@ def test_trials_left_running_by_a_dead_process_are_settled_from_their_folders(tm
     result = {"success_rate": 0.5, "mean_native_return": -3.0, "stopped_early": None}
     (trial_dir(tmp_path, 0) / "done.json").write_text(json.dumps({"result": result}))  # finished, never told
     (trial_dir(tmp_path, 1) / "error.json").write_text(json.dumps({"reason": "the reward returned NaN"}))  # failed itself
-    said = settle_orphans(study, tmp_path, lambda r: objective(r, 2))
+    said = settle_orphans(study, tmp_path, lambda r: objective(CurvePoint(steps=r.steps, success_rate=r.success_rate,
+                                                                          mean_native_return=r.mean_native_return), 2))
     states = [t.state.name for t in study.trials]
-    assert states[:3] == ["COMPLETE", "FAIL", "FAIL"] and study.trials[0].value == pytest.approx(objective(result, 2))
+    assert states[:3] == ["COMPLETE", "FAIL", "FAIL"] and study.trials[0].value == pytest.approx(
+        objective(CurvePoint(steps=0, success_rate=0.5, mean_native_return=-3.0), 2))
     assert study.trials[3].state.name == "WAITING" and len(said) == 3 and "trial 2 was interrupted" in said[2]
     retry = study.ask()
     assert retry.number == 3 and retry.suggest_float("W", 0.1, 10.0, log=True) == pytest.approx(orphans[2].params["W"])
@@ -321,7 +324,7 @@ def test_tune_three_trials_writes_study_winner_and_diff(trained_run, tmp_path):
     view = load_run(store, url_for=lambda path: None)
     card = next(c for r in view.rounds for c in r.candidates if c.id == "r0-s0-tuned")
     assert card.parent == "r0-s0" and card.diff_base == "r0-s0" and card.replies == []
-    assert [d["name"] for d in card.tuning["constants_diff"]] == ["K_REACH", "W_REACH", "W_SUCCESS"]
+    assert [d.name for d in card.tuning.constants_diff] == ["K_REACH", "W_REACH", "W_SUCCESS"]
     print(f"3 tiny trials through the CLI: {elapsed:.1f} s")
 
 

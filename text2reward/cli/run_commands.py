@@ -136,7 +136,7 @@ def feedback(
     """Critique a candidate or pick best/worst; `t2r resume RUN_ID` then runs the round it produces."""
     store = RunStore.open(runs_dir, run_id)
     event = submit_feedback(store, candidate=candidate, text=text, best=best, worst=worst)
-    console.print(f"stored feedback #{event['id']} for round {event['for_round']} in {store.root / 'events.json'}; "
+    console.print(f"stored feedback #{event.id} for round {event.for_round} in {store.root / 'events.json'}; "
                   f"run `t2r resume {store.run_id} --runs-dir {runs_dir}` to generate it")
 
 

@@ -231,10 +231,10 @@ class Dashboard:
         try:
             self.launcher.start(store)
         except OSError as exc:
-            message = (f"feedback #{event['id']} was stored, but the next round could not start ({exc}); "
+            message = (f"feedback #{event.id} was stored, but the next round could not start ({exc}); "
                        f"run `t2r resume {store.run_id} --runs-dir {self.runs_dir}`")
             return self.page_error(store, 500, message, None)
-        return RedirectResponse(f"/runs/{quote(store.run_id)}#round-{event['for_round']}", status_code=303)
+        return RedirectResponse(f"/runs/{quote(store.run_id)}#round-{event.for_round}", status_code=303)
 
     # --- resume an interrupted run -----------------------------------------------------------------------------
     async def resume(self, request: Request) -> Response:

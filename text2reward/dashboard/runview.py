@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +34,19 @@ from text2reward.runs.keypoint_record import (
     parse_keypoints,
 )
 from text2reward.runs.ranking import best_candidate
-from text2reward.runs.records import Candidate, PromptContext, RoundPrompt, RunHeader, RunState, component_history
+from text2reward.runs.records import (
+    Candidate,
+    JobError,
+    PromptContext,
+    RecordError,
+    RoundPrompt,
+    RunHeader,
+    RunState,
+    TrainingSummary,
+    TuningSummary,
+    Validation,
+    read,
+)
 from text2reward.runs.statuses import CandidateStatus, RunStatus
 from text2reward.runs.store import RunStore
 
@@ -133,7 +144,7 @@ class CandidateView:
     checks: list[Check] = field(default_factory=list)
     validation_errors: list[str] = field(default_factory=list)
     screening: dict[str, Any] | None = None
-    training: dict[str, Any] = field(default_factory=dict)
+    training: TrainingSummary | None = None
     success_chart: Markup | None = None
     components_chart: Markup | None = None
     behaviour_text: str = ""
@@ -144,7 +155,7 @@ class CandidateView:
     diff_note: str = "previous round's best"
     parent: str | None = None
     """A tuned candidate (`t2r tune`): the candidate whose constants were tuned."""
-    tuning: dict[str, Any] = field(default_factory=dict)
+    tuning: TuningSummary | None = None
     """A tuned candidate's study summary: trials, the winner, `constants_diff` ({name, parent, tuned, ratio} each)."""
     author: str = ""
     """Who wrote the code, as the card's first words say it (records.author_label: a rule-based one says so)."""
@@ -160,7 +171,7 @@ class CandidateView:
 
     @property
     def success(self) -> float | None:
-        return self.training.get("success_rate")
+        return self.training.success_rate if self.training is not None else None
 
     @property
     def checks_passed(self) -> int:
@@ -386,33 +397,32 @@ def run_signature(root: Path, launching: bool = False) -> str:
 # --- gathering -----------------------------------------------------------------------------------------------
 
 
-def _checks(validation: dict[str, Any] | None) -> tuple[list[Check], list[str]]:
-    if not validation:
+def _checks(validation: Validation | None) -> tuple[list[Check], list[str]]:
+    if validation is None:
         return [], []
-    checks = [Check(name.replace("_", " "), None if info.get("ok") is None else bool(info.get("ok")), str(info.get("detail", "")))
-              for name, info in (validation.get("checks") or {}).items() if isinstance(info, dict)]
-    return checks, [str(e) for e in validation.get("errors") or []]
+    checks = [Check(name.replace("_", " "), info.ok, info.detail) for name, info in validation.checks.items()]
+    return checks, list(validation.errors)
 
 
 def _success_chart(record: Candidate) -> Markup | None:
     curve = record.training.curve if record.training is not None else []
     if not curve:
         return None
-    series = [Series("success rate", [(p["steps"], p["success_rate"]) for p in curve], color="#2563eb")]
+    series = [Series("success rate", [(p.steps, p.success_rate) for p in curve], color="#2563eb")]
     return line_chart(series, title="success rate (evaluation)", y_label="success", y_range=(-0.02, 1.02), width=420, height=170)
 
 
 def _components_chart(record: Candidate) -> Markup | None:
-    history = component_history(record.training_result)
-    names = sorted({name for entry in history for name in entry["components"]})
+    history = record.training_result.components if record.training_result is not None else []
+    names = sorted({name for entry in history for name in entry.components})
     if not names:
         return None
     series = []
     for name in names:
-        stats = [(e["steps"], e["components"][name]) for e in history if name in e["components"]]
+        stats = [(e.steps, e.components[name]) for e in history if name in e.components]
         series.append(Series(
-            name, [(x, float(s.get("mean", math.nan))) for x, s in stats],
-            band=[(x, float(s.get("min", math.nan)), float(s.get("max", math.nan))) for x, s in stats],
+            name, [(x, s.mean) for x, s in stats],
+            band=[(x, s.min, s.max) for x, s in stats],
         ))
     return line_chart(series, title="reward components (mean; band: min to max)", y_label="value", width=420, height=170)
 
@@ -420,8 +430,8 @@ def _components_chart(record: Candidate) -> Markup | None:
 def _code_of(record: Candidate) -> str | None:
     if record.code_file:
         return record.code_file
-    attempts = [a for a in record.attempts if a.get("code_file")]
-    return str(attempts[-1]["code_file"]) if attempts else None
+    attempts = [a.code_file for a in record.attempts if a.code_file]
+    return attempts[-1] if attempts else None
 
 
 def _vision(root: Path, record: Candidate, url_for: UrlFor) -> VisionView | None:
@@ -449,14 +459,14 @@ def _training_error(root: Path, record: Candidate) -> str:
     job = RunStore(root).paths.training_dir(record.round, record.sample)
     text = read_text(root, str((job / "error.json").relative_to(root)))
     try:
-        reason = json.loads(text).get("reason") if text else None
-    except (ValueError, AttributeError):
+        reason = read(JobError, json.loads(text), "error.json").reason if text else ""
+    except (ValueError, RecordError):
         return ""
-    return f"its last training attempt failed: {reason}" if isinstance(reason, str) and reason else ""
+    return f"its last training attempt failed: {reason}" if reason else ""
 
 
 def _candidate(root: Path, record: Candidate, url_for: UrlFor) -> CandidateView:
-    validation = record.validation or next((a["validation"] for a in reversed(record.attempts) if a.get("validation")), None)
+    validation = record.validation or next((a.validation for a in reversed(record.attempts) if a.validation), None)
     checks, errors = _checks(validation)
     code = read_text(root, _code_of(record)) or ""
     replies = []
@@ -472,10 +482,10 @@ def _candidate(root: Path, record: Candidate, url_for: UrlFor) -> CandidateView:
         reason=record.reason or _stopped_reason(record) or _training_error(root, record),
         code=code, code_html=codeview.highlight_python(code) if code else None,
         replies=replies, checks=checks, validation_errors=errors, screening=record.screening,
-        training=record.training.to_dict() if record.training is not None else {}, success_chart=_success_chart(record),
+        training=record.training, success_chart=_success_chart(record),
         components_chart=_components_chart(record), behaviour_text=record.behaviour_text,
         feedback_text=read_text(root, record.feedback_file) or "",
-        video_url=video_url, parent=record.parent, tuning=record.tuned.to_dict() if record.tuned is not None else {},
+        video_url=video_url, parent=record.parent, tuning=record.tuned,
         author=record.author, vision=_vision(root, record, url_for),
     )
 
@@ -523,15 +533,14 @@ def _messages(prompt: RoundPrompt | None) -> list[Message]:
 def _events(store: RunStore, rounds_present: set[int]) -> list[EventView]:
     views: list[EventView] = []
     for event in store.events():
-        if event.get("type") == "preference":
-            target = f"best {event.get('best')} over worst {event.get('worst')}"
+        if event.type == "preference":
+            target = f"best {event.best} over worst {event.worst}"
         else:
-            target = f"critique of {event.get('candidate')}"
-        for_round = event.get("for_round")
+            target = f"critique of {event.candidate}"
         views.append(EventView(
-            id=int(event.get("id", len(views))), time=format_time(event.get("time")), author=str(event.get("author") or "-"),
-            source=str(event.get("source") or "-"), type=str(event.get("type") or "-"), text=str(event.get("text") or ""),
-            target=target, for_round=for_round, produced=for_round in rounds_present,
+            id=event.id, time=format_time(event.time), author=event.author or "-", source=event.source or "-",
+            type=event.type or "-", text=event.text, target=target, for_round=event.for_round,
+            produced=event.for_round in rounds_present,
         ))
     return views
 
@@ -552,14 +561,14 @@ def _final(store: RunStore) -> FinalView | None:
         trained_seeds = arm.seeds or summary.seeds  # newer summaries name the seeds that trained
         for index, curve in enumerate(arm.curves):
             seed = trained_seeds[index] if index < len(trained_seeds) else index
-            series.append(Series(f"{kind} seed {seed}", [(p["steps"], p["success_rate"]) for p in curve], color=color, dashed=dashed))
+            series.append(Series(f"{kind} seed {seed}", [(p.steps, p.success_rate) for p in curve], color=color, dashed=dashed))
     chart = line_chart(series, title="final: success over seeds, best reward vs expert", y_label="success", width=620,
                        y_range=(-0.02, 1.02)) if series else None
     return FinalView(seeds=summary.seeds, rows=rows, chart=chart, best=best_id)
 
 
 def _overview(records: Sequence[Candidate]) -> Markup | None:
-    series = [Series(r.id, [(p["steps"], p["success_rate"]) for p in r.training.curve])
+    series = [Series(r.id, [(p.steps, p.success_rate) for p in r.training.curve])
               for r in records if r.has_training and r.training is not None and r.training.curve]
     if not series:
         return None
@@ -582,7 +591,7 @@ def _diff_against(root: Path, view: CandidateView, base: Candidate | None) -> No
 def _round_prompt(store: RunStore, index: int) -> RoundPrompt | None:
     path = store.paths.round_prompt(index)
     data = store.read_json(path)
-    return RoundPrompt.from_dict(data, str(path)) if data is not None else None
+    return read(RoundPrompt, data, str(path)) if data is not None else None
 
 
 def load_run(store: RunStore, url_for: UrlFor, launch: dict[str, Any] | None = None, launching: bool = False) -> RunView:

@@ -11,9 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from policies.score import progress_clause, result_progress
+from policies.curve import CurvePoint
+from policies.score import progress_clause
 from policies.stats import Rate
-from text2reward.runs.records import DEFAULT_EVAL_EPISODES, component_history
+from text2reward.runs.records import ComponentStats, ComponentWindow, TrainingResult, read
 
 SAMPLES = 10
 """Points per component trajectory in the reflection (enough to see a trend, short enough to read)."""
@@ -27,8 +28,12 @@ NOISE_SIGMAS = 2.0
 # --------------------------------------------------------------------------- reward reflection
 
 
-def _as_dict(train_result: Any) -> dict[str, Any]:
-    return train_result.to_dict() if hasattr(train_result, "to_dict") else dict(train_result)
+def as_training_result(train_result: Any) -> TrainingResult:
+    """A training result as the records type it: a candidate's kept one as it is, a worker's `TrainResult` (or its
+    result.json) read once through the records' codec."""
+    if isinstance(train_result, TrainingResult):
+        return train_result
+    return read(TrainingResult, train_result.to_dict() if hasattr(train_result, "to_dict") else dict(train_result), "a training result")
 
 
 def _sample_indices(n: int, k: int = SAMPLES) -> list[int]:
@@ -44,11 +49,11 @@ def _fmt(value: float) -> str:
     return f"{value:.3g}" if value != 0 else "0"
 
 
-def _component_series(history: list[dict[str, Any]]) -> dict[str, list[tuple[int, dict[str, float]]]]:
-    series: dict[str, list[tuple[int, dict[str, float]]]] = {}
+def _component_series(history: list[ComponentWindow]) -> dict[str, list[tuple[int, ComponentStats]]]:
+    series: dict[str, list[tuple[int, ComponentStats]]] = {}
     for window in history:
-        for name, stats in window["components"].items():
-            series.setdefault(name, []).append((window["steps"], stats))
+        for name, stats in window.components.items():
+            series.setdefault(name, []).append((window.steps, stats))
     return series
 
 
@@ -58,14 +63,14 @@ def component_stats(train_result: Any) -> dict[str, dict[str, float]]:
     `mean` averages the per-window means; `first`/`last` are the first and last window means;
     `share` is |mean| over the summed |mean| of all components (what drowns what).
     """
-    history = component_history(_as_dict(train_result))
+    history = as_training_result(train_result).components
     stats: dict[str, dict[str, float]] = {}
     for name, points in _component_series(history).items():
-        means = [float(s["mean"]) for _, s in points]
+        means = [s.mean for _, s in points]
         stats[name] = {
             "mean": float(np.mean(means)),
-            "min": float(min(s["min"] for _, s in points)),
-            "max": float(max(s["max"] for _, s in points)),
+            "min": float(min(s.min for _, s in points)),
+            "max": float(max(s.max for _, s in points)),
             "first": means[0],
             "last": means[-1],
         }
@@ -82,42 +87,40 @@ def _is_constant(s: dict[str, float]) -> bool:
 def evaluation_episodes(train_result: Any) -> tuple[int, int]:
     """(episodes per evaluation during training, episodes of the final evaluation), from a result.json (older
     ones that do not say: `DEFAULT_EVAL_EPISODES`, the fewest any family uses, so the widest intervals)."""
-    data = _as_dict(train_result)
-    during = int(data.get("eval_episodes") or DEFAULT_EVAL_EPISODES)
-    final = int(data.get("final_eval_episodes") or len((data.get("final_eval") or {}).get("episodes") or []) or during)
-    return during, final
+    return as_training_result(train_result).episodes
 
 
-def _point_rate(point: dict[str, Any], episodes: int) -> Rate:
-    return Rate.of(float(point.get("success_rate", 0.0)), int(point.get("episodes") or episodes))
+def _point_rate(point: CurvePoint, episodes: int) -> Rate:
+    return Rate.of(point.success_rate, point.episodes or episodes)
 
 
-def comparable_points(curve: list[dict[str, Any]], episodes: int) -> list[dict[str, Any]]:
+def comparable_points(curve: list[CurvePoint], episodes: int) -> list[CurvePoint]:
     """The evaluations of the curve that ran as many episodes as its first: a trend is read on like with like (a
     final evaluation of 30 episodes appended to 5-episode ones is never compared with them)."""
     if not curve:
         return []
-    count = int(curve[0].get("episodes") or episodes)
-    return [p for p in curve if int(p.get("episodes") or episodes) == count]
+    count = curve[0].episodes or episodes
+    return [p for p in curve if (p.episodes or episodes) == count]
 
 
-def _noise(points: list[dict[str, Any]], series: list[dict[str, Any]], episodes: int) -> float:
+def _noise(points: list[CurvePoint], series: list[CurvePoint], episodes: int) -> float:
     """`NOISE_SIGMAS` standard errors of the difference between two evaluations' mean returns (from their spread of
     episode returns, `std_return`); a curve that does not record it falls back on how much it jumps between evaluations."""
-    if all("std_return" in p for p in points):
-        errors = [float(p["std_return"]) / math.sqrt(max(int(p.get("episodes") or episodes), 1)) for p in points]
+    spreads = [p.std_return for p in points]
+    if all(spread is not None for spread in spreads):
+        errors = [float(spread or 0.0) / math.sqrt(max(p.episodes or episodes, 1)) for spread, p in zip(spreads, points)]
         return NOISE_SIGMAS * math.hypot(*errors)
-    steps = np.diff([float(p.get("mean_return", 0.0)) for p in series])
+    steps = np.diff([p.mean_return for p in series])
     return NOISE_SIGMAS * float(np.std(steps)) if len(steps) >= 2 else math.inf
 
 
-def return_rise(curve: list[dict[str, Any]], episodes: int) -> tuple[float, float]:
+def return_rise(curve: list[CurvePoint], episodes: int) -> tuple[float, float]:
     """(the highest mean evaluation return minus the first, over evaluations of equal episode counts; the noise it must
     exceed: `NOISE_SIGMAS` standard errors of that difference)."""
     points = comparable_points(curve, episodes)
     if len(points) < 2:
         return 0.0, math.inf
-    returns = [float(p.get("mean_return", 0.0)) for p in points]
+    returns = [p.mean_return for p in points]
     top = int(np.argmax(returns[1:])) + 1
     return returns[top] - returns[0], _noise([points[0], points[top]], points, episodes)
 
@@ -125,12 +128,12 @@ def return_rise(curve: list[dict[str, Any]], episodes: int) -> tuple[float, floa
 def reflection_tips(train_result: Any) -> list[str]:
     """The usual ways a dense reward fails, detected from the training record; a tip about a change in success or
     return fires only when the change is larger than the evaluations' noise, and compares evaluations of equal size."""
-    data = _as_dict(train_result)
+    data = as_training_result(train_result)
     stats = component_stats(data)
-    curve = data.get("curve", [])
-    during, final_episodes = evaluation_episodes(data)
-    ever_succeeded = any(w.get("step_success", 0.0) > 0 for w in component_history(data)) or any(
-        float(p.get("success_rate", 0.0)) > 0 for p in curve) or float(data.get("success_rate", 0.0)) > 0
+    curve = data.curve
+    during, final_episodes = data.episodes
+    ever_succeeded = any((w.step_success or 0.0) > 0 for w in data.components) or any(
+        p.success_rate > 0 for p in curve) or (data.success_rate or 0.0) > 0
     dominance = _dominance_tips(stats)
     return (_constant_tips(stats, ever_succeeded) + dominance + ([] if dominance else _negligible_tips(stats))
             + _success_tips(data, curve, during, final_episodes))
@@ -189,20 +192,20 @@ def _negligible_tips(stats: dict[str, dict[str, float]]) -> list[str]:
             for name, size in varying.items() if size / magnitude < NEGLIGIBLE]
 
 
-def _final_rate(data: dict[str, Any], curve: list[dict[str, Any]], during: int, final_episodes: int) -> Rate | None:
-    if "success_rate" in data:
-        return Rate.of(float(data["success_rate"]), final_episodes)
+def _final_rate(data: TrainingResult, curve: list[CurvePoint], during: int, final_episodes: int) -> Rate | None:
+    if data.success_rate is not None:
+        return Rate.of(data.success_rate, final_episodes)
     return _point_rate(curve[-1], during) if curve else None
 
 
-def _success_tips(data: dict[str, Any], curve: list[dict[str, Any]], during: int, final_episodes: int) -> list[str]:
+def _success_tips(data: TrainingResult, curve: list[CurvePoint], during: int, final_episodes: int) -> list[str]:
     """No success at any evaluation (and returns that rose anyway: the reward is being hacked), or a success that
     peaked and fell by more than the evaluations' noise."""
     final = _final_rate(data, curve, during, final_episodes)
     if final is None:
         return []
     curve = comparable_points(curve, during)  # the evaluations during training, without a final one appended to them
-    successes = [float(p.get("success_rate", 0.0)) for p in curve]
+    successes = [p.success_rate for p in curve]
     tips = []
     never = "the success test was never met, so the final stage was never reached"
     advice = ("reward progress towards it more clearly (intermediate stages, a larger completion bonus) and check that the "
@@ -213,7 +216,7 @@ def _success_tips(data: dict[str, Any], curve: list[dict[str, Any]], during: int
     elif final.successes == 0:
         top = int(np.argmax(successes))
         tips.append(f"The final evaluation succeeded in none of its episodes ({final.text()}), though the evaluation at step "
-                    f"{int(curve[top].get('steps', 0)):,} reached {_point_rate(curve[top], during).text()}: the policy did "
+                    f"{curve[top].steps:,} reached {_point_rate(curve[top], during).text()}: the policy did "
                     f"not keep what it found; {advice}")
     elif curve and max(successes) == 0.0:
         tips.append(f"Success was 0 at every evaluation during training ({len(curve)} of {during} episodes each) and only the "
@@ -225,7 +228,7 @@ def _success_tips(data: dict[str, Any], curve: list[dict[str, Any]], during: int
         peak = _point_rate(curve[peak_index], during)
         if peak.rate > final.rate and not peak.ties(final):
             tips.append(
-                f"Success peaked at {peak.text()} at step {int(curve[peak_index].get('steps', 0)):,} but ended at "
+                f"Success peaked at {peak.text()} at step {curve[peak_index].steps:,} but ended at "
                 f"{final.text()}: beyond the evaluations' noise, the policy drifted away from the solution; make the reward "
                 "highest when the task is done (no terms that keep growing after success, no penalties that success "
                 "itself triggers)."
@@ -233,23 +236,23 @@ def _success_tips(data: dict[str, Any], curve: list[dict[str, Any]], during: int
     return tips
 
 
-def _hacking_tips(curve: list[dict[str, Any]], during: int, final: Rate) -> list[str]:
+def _hacking_tips(curve: list[CurvePoint], during: int, final: Rate) -> list[str]:
     """Returns that rose beyond noise (first evaluation to the curve's highest, equal episode counts) while success
     did not rise beyond noise: the same test for every candidate, whatever one lucky evaluation said."""
     points = comparable_points(curve, during)
     rise, noise = return_rise(curve, during)
     if len(points) < 2:
         return []
-    returns = [float(p.get("mean_return", 0.0)) for p in points]
+    returns = [p.mean_return for p in points]
     first = _point_rate(points[0], during)
     success_rose = final.rate > first.rate and not final.ties(first)
     if success_rose or not (rise > 1e-6 + 0.1 * abs(returns[0]) and rise > noise):
         return []
     top = int(np.argmax(returns[1:])) + 1
-    n = int(points[0].get("episodes") or during)
+    n = points[0].episodes or during
     return [
-        f"Evaluation returns rose from {_fmt(returns[0])} (step {int(points[0].get('steps', 0)):,}) to a peak of "
-        f"{_fmt(returns[top])} (step {int(points[top].get('steps', 0)):,}) and ended at {_fmt(returns[-1])}, comparing the "
+        f"Evaluation returns rose from {_fmt(returns[0])} (step {points[0].steps:,}) to a peak of "
+        f"{_fmt(returns[top])} (step {points[top].steps:,}) and ended at {_fmt(returns[-1])}, comparing the "
         f"{len(points)} evaluations of {n} episodes each; the rise is more than {NOISE_SIGMAS:g} standard errors "
         f"({_fmt(noise)}), while success did not rise beyond noise (first evaluation {first.text()}, final "
         f"{final.text()}): the policy learns to collect reward without doing the task (the reward is being hacked); "
@@ -257,57 +260,57 @@ def _hacking_tips(curve: list[dict[str, Any]], during: int, final: Rate) -> list
     ]
 
 
-def success_windows(history: list[dict[str, Any]]) -> str:
+def success_windows(history: list[ComponentWindow]) -> str:
     """Where the success test held in training, over every window (the samples above can miss a short one)."""
-    held = [w for w in history if float(w.get("step_success", 0.0)) > 0]
+    held = [w for w in history if (w.step_success or 0.0) > 0]
     if not held:
         return f"over all {len(history)} windows of training it never held"
-    top = max(held, key=lambda w: float(w.get("step_success", 0.0)))
-    steps = ", ".join(f"{int(w.get('steps', 0)):,}" for w in held[:12]) + (f" and {len(held) - 12} more" if len(held) > 12 else "")
+    top = max(held, key=lambda w: w.step_success or 0.0)
+    steps = ", ".join(f"{w.steps:,}" for w in held[:12]) + (f" and {len(held) - 12} more" if len(held) > 12 else "")
     windows = "the window ending at step" if len(held) == 1 else "the windows ending at steps"
     return (f"over all {len(history)} windows of training it held in {len(held)} ({windows} {steps}), "
-            f"at most in {_fmt(float(top['step_success']))} of a window's steps (at step {int(top.get('steps', 0)):,})")
+            f"at most in {_fmt(top.step_success or 0.0)} of a window's steps (at step {top.steps:,})")
 
 
 def reward_reflection(train_result: Any) -> str:
     """Each component's mean over training (~10 samples, with min/mean/max) and the success curve."""
-    data = _as_dict(train_result)
-    history = component_history(data)
-    curve = data.get("curve", [])
+    data = as_training_result(train_result)
+    history = data.components
+    curve = data.curve
     lines = [
-        f"Reward reflection: the policy trained for {int(data.get('steps', 0)):,} steps with this reward. "
+        f"Reward reflection: the policy trained for {data.steps:,} steps with this reward. "
         "Each component below is its mean per step over a window of training, sampled at up to "
         f"{SAMPLES} points spread over training (the steps listed), then its min, mean and max over all of training."
     ]
     if history:
         picks = _sample_indices(len(history))
-        lines.append("training steps: " + ", ".join(str(int(history[i].get("steps", 0))) for i in picks))
+        lines.append("training steps: " + ", ".join(str(history[i].steps) for i in picks))
         stats = component_stats(data)
         for name, points in _component_series(history).items():
             idx = _sample_indices(len(points))
-            samples = ", ".join(_fmt(float(points[i][1]["mean"])) for i in idx)
+            samples = ", ".join(_fmt(points[i][1].mean) for i in idx)
             s = stats[name]
             lines.append(
                 f"{name}: [{samples}]  min {_fmt(s['min'])}, mean {_fmt(s['mean'])}, max {_fmt(s['max'])}"
             )
-        if any("step_success" in w for w in history):
-            fractions = [float(history[i].get("step_success", 0.0)) for i in picks]
+        if any(w.step_success is not None for w in history):
+            fractions = [history[i].step_success or 0.0 for i in picks]
             lines.append("fraction of training steps meeting the success test: [" + ", ".join(_fmt(f) for f in fractions) + "]; "
                          + success_windows(history))
     else:
         lines.append("(no reward components were recorded during training)")
     if curve:
         idx = _sample_indices(len(curve))
-        during, final_episodes = evaluation_episodes(data)
+        during, final_episodes = data.episodes
         one = 1 / during
         lines.append(f"Each evaluation during training ran {during} episode{'s' if during != 1 else ''} (one success moves its "
                      f"rate by {one:.2f}); the final one ran {final_episodes}.")
-        if "success_rate" in data:
-            lines.append("final evaluation success: " + Rate.of(float(data["success_rate"]), final_episodes).text()
-                         + progress_clause(result_progress(data)))
-        lines.append("evaluation steps: " + ", ".join(str(int(curve[i].get("steps", 0))) for i in idx))
-        lines.append("success rate: [" + ", ".join(f"{float(curve[i].get('success_rate', 0.0)):.2f}" for i in idx) + "]")
-        lines.append("mean episode return: [" + ", ".join(_fmt(float(curve[i].get("mean_return", 0.0))) for i in idx) + "]")
+        if data.success_rate is not None:
+            lines.append("final evaluation success: " + Rate.of(data.success_rate, final_episodes).text()
+                         + progress_clause(data.progress))
+        lines.append("evaluation steps: " + ", ".join(str(curve[i].steps) for i in idx))
+        lines.append("success rate: [" + ", ".join(f"{curve[i].success_rate:.2f}" for i in idx) + "]")
+        lines.append("mean episode return: [" + ", ".join(_fmt(curve[i].mean_return) for i in idx) + "]")
     tips = reflection_tips(data)
     lines.append("Tips:" if tips else "Tips: none of the usual problems (constant or dominating components, no success, "
                  "changes beyond the evaluations' noise) were found.")

@@ -18,7 +18,7 @@ from text2reward.feedback import component_stats, vision_feedback_section
 from text2reward.feedback.compose import candidate_summary, round_contrast, seed_spread_section
 from text2reward.generation import prompting
 from text2reward.runs.ranking import best_candidate, tie_summary
-from text2reward.runs.records import Candidate, PromptContext, RoundPrompt, ShownAnalysis
+from text2reward.runs.records import Candidate, FeedbackEvent, PromptContext, RoundPrompt, ShownAnalysis, TrainingResult, read, write
 from text2reward.runs.store import RunStore
 
 
@@ -44,12 +44,12 @@ class RoundPrompts:
         path = self.store.paths.round_prompt(round_index)
         saved = self.store.read_json(path)
         if saved is not None:
-            return RoundPrompt.from_dict(saved, str(path))
+            return read(RoundPrompt, saved, str(path))
         best = best_candidate(self.store.candidates())
-        human = [e for e in self.store.events() if e.get("for_round") == round_index]
+        human = [e for e in self.store.events() if e.for_round == round_index]
         if human:
             messages, context = self.human_prompt(human[-1])
-            context.feedback_event = human[-1]["id"]
+            context.feedback_event = human[-1].id
         elif best is None:
             messages, context = self.first_prompt(keypoints)
         else:
@@ -61,7 +61,7 @@ class RoundPrompts:
         context.round, context.reward_mode = round_index, self.reward_mode  # the rule-based backend reads the mode too
         context.written_from_keypoints = from_keypoints
         prompt = RoundPrompt(messages=messages, context=context)
-        self.store.write_json(path, prompt.to_dict())
+        self.store.write_json(path, write(prompt))
         return prompt
 
     def first_prompt(self, keypoints: KeypointSection | None) -> tuple[list[dict[str, Any]], PromptContext]:
@@ -86,7 +86,7 @@ class RoundPrompts:
             feedback = (feedback.rstrip() + "\n\n" + vision_feedback_section(answer, analysis.model)).strip()
         contrast = self.contrast(round_index - 1, best)
         messages = prompting.build_feedback_messages(self.task, code, feedback, self.reward_mode, contrast_text=contrast)
-        context = PromptContext(previous_best_code=code, component_stats=component_stats(best.training_result or {}),
+        context = PromptContext(previous_best_code=code, component_stats=component_stats(best.training_result or TrainingResult()),
                                 success_rate=best.success)
         if analysis is not None:
             context.vision_analysis = ShownAnalysis(candidate=best.id, images=list(analysis.images), model=analysis.model)
@@ -99,31 +99,31 @@ class RoundPrompts:
         return round_contrast(candidate_summary(best, self.code(best)), [candidate_summary(c, self.code(c) or None) for c in others],
                               ties.get("tied", []), ties.get("tie_break", ""))
 
-    def human_prompt(self, event: dict[str, Any]) -> tuple[list[dict[str, Any]], PromptContext]:
+    def human_prompt(self, event: FeedbackEvent) -> tuple[list[dict[str, Any]], PromptContext]:
         """A person's critique of one candidate, or their choice of a best and a worst."""
-        if event["type"] == "preference":
-            best, worst = self.event_candidate(event, event["best"]), self.event_candidate(event, event["worst"])
+        if event.type == "preference":
+            best, worst = self.event_candidate(event, event.best), self.event_candidate(event, event.worst)
             best_code = self.code(best)
             messages = prompting.build_preference_messages(self.task, best_code, self.code(worst), best.behaviour_text,
-                                                           worst.behaviour_text, event.get("text"), self.reward_mode)
-            return messages, PromptContext(previous_best_code=best_code, critique=event.get("text") or "")
-        candidate = self.event_candidate(event, event["candidate"])
+                                                           worst.behaviour_text, event.text, self.reward_mode)
+            return messages, PromptContext(previous_best_code=best_code, critique=event.text)
+        candidate = self.event_candidate(event, event.candidate)
         code = self.code(candidate)
-        messages = prompting.build_human_feedback_messages(self.task, code, candidate.behaviour_text, event["text"], self.reward_mode)
-        return messages, PromptContext(previous_best_code=code, critique=event["text"])
+        messages = prompting.build_human_feedback_messages(self.task, code, candidate.behaviour_text, event.text, self.reward_mode)
+        return messages, PromptContext(previous_best_code=code, critique=event.text)
 
-    def event_candidate(self, event: dict[str, Any], candidate_id: str) -> Candidate:
+    def event_candidate(self, event: FeedbackEvent, candidate_id: str | None) -> Candidate:
         candidate = self.store.candidate(candidate_id)
         if candidate is None:
-            raise ConfigError(f"human feedback {event.get('id')} names candidate {candidate_id!r}, which run "
+            raise ConfigError(f"human feedback {event.id} names candidate {candidate_id!r}, which run "
                               f"{self.store.run_id} does not have; fix or remove it in events.json")
         return candidate
 
-    def shown_candidate(self, event: dict[str, Any] | None, best: Candidate | None) -> Candidate | None:
+    def shown_candidate(self, event: FeedbackEvent | None, best: Candidate | None) -> Candidate | None:
         """The candidate whose rollout the next prompt talks about."""
         if event is None:
             return best
-        return self.store.candidate(event.get("candidate") or event.get("best"))
+        return self.store.candidate(event.shown)
 
     def code(self, candidate: Candidate) -> str:
         if candidate.code_file is None:

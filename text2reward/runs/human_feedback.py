@@ -7,10 +7,10 @@ which round it produces) and extend the run by one round that the loop prompts f
 from __future__ import annotations
 
 import getpass
-from typing import Any
+from dataclasses import replace
 
 from sim_envs.errors import ConfigError
-from text2reward.runs.records import Candidate
+from text2reward.runs.records import Candidate, FeedbackEvent
 from text2reward.runs.statuses import RunStatus
 from text2reward.runs.store import RunStore
 
@@ -44,7 +44,7 @@ def submit_feedback(
     worst: str | None = None,
     author: str | None = None,
     source: str = "cli",
-) -> dict[str, Any]:
+) -> FeedbackEvent:
     """Record the event and add the round it will produce; `t2r resume` (or the dashboard) runs it."""
     if store.status().live:
         raise ConfigError(f"run {store.run_id} is still running; give feedback when it has finished "
@@ -53,18 +53,17 @@ def submit_feedback(
         if not (best and worst) or best == worst:
             raise ConfigError("a preference needs two different trained candidates, one best and one worst (e.g. best r0-s0, worst r0-s1)")
         _candidate(store, best), _candidate(store, worst)
-        event: dict[str, Any] = {"type": "preference", "best": best, "worst": worst, "text": _clean_text(text, required=False)}
+        event = FeedbackEvent(type="preference", for_round=-1, best=best, worst=worst, text=_clean_text(text, required=False))
     elif candidate:
         _candidate(store, candidate)
-        event = {"type": "critique", "candidate": candidate, "text": _clean_text(text, required=True)}
+        event = FeedbackEvent(type="critique", for_round=-1, candidate=candidate, text=_clean_text(text, required=True))
     else:
         raise ConfigError("say what the feedback is on: a candidate with a critique, or a best and a worst candidate")
     next_round = max([c.round for c in store.candidates()] + [-1]) + 1
-    pending = [e for e in store.events() if e.get("for_round", -1) >= next_round]
+    pending = [e for e in store.events() if e.for_round >= next_round]
     if pending:
         raise ConfigError(f"feedback for round {next_round} is already waiting; run `t2r resume {store.run_id} --runs-dir {store.runs_dir}` first")
-    event.update(author=author or getpass.getuser(), source=source, for_round=next_round)
-    stored = store.add_event(event)
+    stored = store.add_event(replace(event, for_round=next_round, author=author or getpass.getuser(), source=source))
     config = store.config_data()
     if int(config.get("rounds", 1)) < next_round + 1:  # the round this feedback produces is one more round of the run
         store.write_config({**config, "rounds": next_round + 1})

@@ -29,7 +29,7 @@ from text2reward.runs.keypoint_record import (
     read_keypoint_record,
 )
 from text2reward.runs.ranking import best_candidate
-from text2reward.runs.records import Candidate, FinalSummary, RoundPrompt, RunHeader, component_history, short_reason
+from text2reward.runs.records import Candidate, FinalSummary, RoundPrompt, RunHeader, TrainingSummary, read, short_reason
 from text2reward.runs.seed_scores import seed_spread
 from text2reward.runs.statuses import RunStatus
 from text2reward.runs.store import RunStore
@@ -65,14 +65,14 @@ def _plot_curves(store: RunStore, candidates: list[Candidate], final: FinalSumma
     ax = axes[0][0]
     for c in trained:
         curve = c.training.curve if c.training is not None else []
-        ax.plot([p["steps"] for p in curve], [p["success_rate"] for p in curve], marker="o", label=c.id)
+        ax.plot([p.steps for p in curve], [p.success_rate for p in curve], marker="o", label=c.id)
     ax.set(title="candidates: success rate", xlabel="env steps", ylabel="success rate", ylim=(-0.05, 1.05))
     ax.legend(fontsize=8)
     if panels == 2:
         ax = axes[0][1]
         for kind, arm in arms:
             for i, curve in enumerate(arm.curves):
-                ax.plot([p["steps"] for p in curve], [p["success_rate"] for p in curve], "-" if kind == "best" else "--",
+                ax.plot([p.steps for p in curve], [p.success_rate for p in curve], "-" if kind == "best" else "--",
                         color="tab:blue" if kind == "best" else "tab:gray", label=kind if i == 0 else None)
         ax.set(title="final: best reward vs expert, over seeds", xlabel="env steps", ylim=(-0.05, 1.05))
         ax.legend(fontsize=8)
@@ -80,14 +80,14 @@ def _plot_curves(store: RunStore, candidates: list[Candidate], final: FinalSumma
 
 
 def _plot_components(store: RunStore, best: Candidate) -> Path | None:
-    history = component_history(best.training_result)
-    names = sorted({name for entry in history for name in entry["components"]})
+    history = best.training_result.components if best.training_result is not None else []
+    names = sorted({name for entry in history for name in entry.components})
     if not names:
         return None
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for name in names:
-        points = [(e["steps"], e["components"][name]["mean"]) for e in history if name in e["components"]]
+        points = [(e.steps, e.components[name].mean) for e in history if name in e.components]
         ax.plot(*zip(*points), marker=".", label=_plain_label(name))
     ax.set(title=f"{best.id}: reward components (mean per window)", xlabel="env steps")
     ax.legend(fontsize=8)
@@ -151,7 +151,7 @@ def image_rounds(store: RunStore) -> list[str]:
     found = []
     for index in store.paths.rounds_with_prompts():
         path = store.paths.round_prompt(index)
-        context = RoundPrompt.from_dict(store.read_json(path), str(path)).context
+        context = read(RoundPrompt, store.read_json(path), str(path)).context
         ways = []
         if context.vision_analysis is not None:
             analysis = context.vision_analysis
@@ -176,18 +176,18 @@ def _final_success(training: Any) -> str:
     return "-" if training is None else format_success(training.success_rate, training.episodes)
 
 
-def _best_during(training: Any) -> str:
+def _best_during(training: TrainingSummary | None) -> str:
     """The best evaluation during training, with its episodes and interval; an all-zero curve has no peak to name."""
     if training is None:
         return "-"
-    curve = [p for p in training.curve if "success_rate" in p and int(p.get("episodes") or training.eval_episodes) == training.eval_episodes]
+    curve = [p for p in training.curve if (p.episodes or training.eval_episodes) == training.eval_episodes]
     if not curve:
         return "-"
-    top = max(curve, key=lambda p: float(p["success_rate"]))
-    if float(top["success_rate"]) <= 0:
+    top = max(curve, key=lambda p: p.success_rate)
+    if top.success_rate <= 0:
         return f"never above 0 ({len(curve)} evaluations of {training.eval_episodes} episodes)"
-    rate = Rate.of(float(top["success_rate"]), int(top.get("episodes") or training.eval_episodes))
-    return f"{rate.text()} at step {int(top.get('steps', 0)):,}"
+    rate = Rate.of(top.success_rate, top.episodes or training.eval_episodes)
+    return f"{rate.text()} at step {top.steps:,}"
 
 
 def tuning_note(candidate: Candidate) -> str:
@@ -247,8 +247,8 @@ def candidate_rows(candidates: list[Candidate]) -> list[str]:
         training = c.training
         if training is not None and (peak := training.delivered_peak) is not None:
             note = (note + "; " if note else "") + (
-                f"delivered policy: the peak checkpoint at step {int(peak['steps']):,} (better than the final policy on the "
-                f"same episodes, {peak['only_peak']} against {peak['only_final']}, McNemar p = {float(peak['p_value']):.3f})")
+                f"delivered policy: the peak checkpoint at step {peak.steps:,} (better than the final policy on the "
+                f"same episodes, {peak.only_peak} against {peak.only_final}, McNemar p = {peak.p_value:.3f})")
         spread = seed_spread(c) if training is not None else None
         if spread is not None:
             note = (note + "; " if note else "") + spread.text()

@@ -12,18 +12,18 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from policies.curve import CurvePoint
 from policies.stats import Rate
-from text2reward.runs.records import DEFAULT_EVAL_EPISODES, Candidate, Json, SeedRun, TrainingSummary
+from text2reward.runs.records import DEFAULT_EVAL_EPISODES, Candidate, SeedRun, TrainingSummary
 
 
-def point_rate(point: Mapping[str, Any]) -> Rate:
+def point_rate(point: CurvePoint) -> Rate:
     """An evaluation point's success as a rate over its episodes (`DEFAULT_EVAL_EPISODES` where an older point does
     not say)."""
-    return Rate.of(float(point["success_rate"]), int(point.get("episodes") or DEFAULT_EVAL_EPISODES))
+    return Rate.of(point.success_rate, point.episodes or DEFAULT_EVAL_EPISODES)
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -31,23 +31,20 @@ def _mean(values: Sequence[float]) -> float:
     return sum(finite) / len(finite) if finite else float("-inf")
 
 
-def pooled_curve(curves: Sequence[Sequence[Mapping[str, Any]]]) -> list[Json]:
+def pooled_curve(curves: Sequence[Sequence[CurvePoint]]) -> list[CurvePoint]:
     """The seeds' curves as one: a point at each step count every curve has evaluated, its success pooled over the
     seeds' episodes (`episodes` their sum), its returns the seeds' mean. One curve is returned as it is."""
     if len(curves) == 1:
-        return [dict(point) for point in curves[0]]
-    by_steps = [{int(p["steps"]): p for p in curve} for curve in curves]
+        return list(curves[0])
+    by_steps = [{p.steps: p for p in curve} for curve in curves]
     shared = sorted(set.intersection(*(set(points) for points in by_steps))) if by_steps else []
-    pooled: list[Json] = []
+    pooled: list[CurvePoint] = []
     for steps in shared:
         points = [points[steps] for points in by_steps]
         rate = Rate.pooled(point_rate(p) for p in points)
-        point: Json = {"steps": steps, "success_rate": rate.rate, "episodes": rate.episodes, "seeds": len(points)}
-        for key in ("mean_return", "mean_native_return"):
-            values = [float(p[key]) for p in points if isinstance(p.get(key), (int, float))]
-            if values:
-                point[key] = _mean(values)
-        pooled.append(point)
+        native = [p.mean_native_return for p in points if p.mean_native_return is not None]
+        pooled.append(CurvePoint(steps=steps, success_rate=rate.rate, episodes=rate.episodes, seeds=len(points),
+                                 mean_return=_mean([p.mean_return for p in points]), mean_native_return=_mean(native) if native else None))
     return pooled
 
 
@@ -63,7 +60,7 @@ def pooled_summary(summaries: Sequence[TrainingSummary]) -> TrainingSummary:
         steps=round(sum(s.steps for s in summaries) / n), wall_seconds=round(wall, 1),
         steps_per_second=sum(s.steps for s in summaries) / wall if wall > 0 else 0.0,
         curve=pooled_curve([s.curve for s in summaries]), episodes=rate.episodes,
-        eval_episodes=sum(s.eval_episodes for s in summaries), extra={"pooled_seeds": n})
+        eval_episodes=sum(s.eval_episodes for s in summaries), pooled_seeds=n)
 
 
 @dataclass(frozen=True)

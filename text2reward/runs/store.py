@@ -5,7 +5,7 @@ crash (each written atomically, so a file either exists whole or not at all); SQ
 runs, how good, how costly" without walking directories. The directory is the source of truth; the
 index is rebuilt from it at any time.
 
-The store only persists: it reads and writes the typed records (records.py), parsing each once here, and the run's
+The store only persists: it reads and writes the typed records (records.py), parsing each once here through their codec, and the run's
 settings as the plain mapping config.json holds (the loop's `RunConfig`, which knows the backends, executors and
 modes, lives above; readers below it see a `RunHeader`). A damaged file is one line naming it and what to do.
 """
@@ -32,13 +32,17 @@ from text2reward.runs.layout import RunLayout
 from text2reward.runs.lock import held_by_a_live_process, unrecorded_seconds
 from text2reward.runs.records import (
     Candidate,
+    FeedbackEvent,
     FinalSummary,
     Json,
     RecordError,
     RoundSummary,
     RunHeader,
     RunState,
-    upgrade,
+    read,
+    read_versioned,
+    write,
+    write_versioned,
 )
 from text2reward.runs.statuses import RunStatus
 
@@ -138,7 +142,7 @@ class RunStore:
 
     def header(self) -> RunHeader:
         """What the run is, for readers that show it (report, dashboard, index): config.json's descriptive fields."""
-        header = RunHeader.from_dict(self.config_data(), str(self.paths.config))
+        header = read(RunHeader, self.config_data(), str(self.paths.config))
         if header.author:
             return header
         # written before runs recorded their author: whether its replies were rule-based is in its candidates' records
@@ -147,7 +151,7 @@ class RunStore:
     # --- run state ------------------------------------------------------------------------
     def state(self) -> RunState:
         raw = self.read_json(layout.STATE)
-        return RunState.from_dict(upgrade(raw, str(self.paths.state))) if raw is not None else RunState()
+        return read_versioned(RunState, raw, str(self.paths.state)) if raw is not None else RunState()
 
     def wall_seconds(self) -> float:
         """The run's wall time so far: what its state recorded, plus the running (or killed) attempt's own."""
@@ -169,26 +173,26 @@ class RunStore:
         if "status" in changes:
             changes["status"] = RunStatus(changes["status"])
         state = replace(self.state(), **changes, updated=time.time())
-        write_json_atomic(self.paths.state, state.to_dict())
+        write_json_atomic(self.paths.state, write_versioned(state))
         return state
 
     # --- round and final summaries ---------------------------------------------------------
     def round_summary(self, round_index: int) -> RoundSummary | None:
         path = self.paths.round_summary(round_index)
         raw = self.read_json(path)
-        return RoundSummary.from_dict(upgrade(raw, str(path)), str(path)) if raw is not None else None
+        return read_versioned(RoundSummary, raw, str(path)) if raw is not None else None
 
     def write_round_summary(self, summary: RoundSummary) -> None:
-        self.write_json(self.paths.round_summary(summary.round), summary.to_dict())
+        self.write_json(self.paths.round_summary(summary.round), write_versioned(summary))
 
     def final_summary(self) -> FinalSummary | None:
         raw = self.read_json(layout.FINAL_SUMMARY)
         if raw is None:
             return None
-        return FinalSummary.from_dict(upgrade(raw, str(self.paths.final_summary)), str(self.paths.final_summary))
+        return read_versioned(FinalSummary, raw, str(self.paths.final_summary))
 
     def write_final_summary(self, summary: FinalSummary) -> None:
-        self.write_json(layout.FINAL_SUMMARY, summary.to_dict())
+        self.write_json(layout.FINAL_SUMMARY, write_versioned(summary))
 
     # --- paths ------------------------------------------------------------------------------
     def candidate_dir(self, round_index: int, sample: int) -> Path:
@@ -239,7 +243,7 @@ class RunStore:
 
     def _read_candidate(self, path: Path) -> Candidate:
         what = str(path)
-        return Candidate.from_dict(upgrade(self.read_json(path), what), what)
+        return read_versioned(Candidate, self.read_json(path), what)
 
     def candidate(self, candidate_id: str | None) -> Candidate | None:
         """The candidate.json of an id like `r0-s1` (or `r0-s1-tuned`); None when the id is malformed or unknown."""
@@ -257,21 +261,22 @@ class RunStore:
         return self._read_candidate(path) if path.is_file() else None
 
     def write_candidate(self, candidate: Candidate) -> Candidate:
-        write_json_atomic(self.candidate_file(candidate), candidate.to_dict())
+        write_json_atomic(self.candidate_file(candidate), write_versioned(candidate))
         return candidate
 
     # --- human feedback events (who, when, what, which round it produced) -------------------
-    def add_event(self, event: dict[str, Any]) -> dict[str, Any]:
+    def add_event(self, event: FeedbackEvent) -> FeedbackEvent:
+        """`event` stored as the run's next, numbered and stamped with the time."""
         events = self.events()
-        event = {"id": len(events), "time": time.time(), **event}
-        self.write_json(layout.EVENTS, [*events, event])
+        event = replace(event, id=len(events), time=time.time())
+        self.write_json(layout.EVENTS, [write(e) for e in [*events, event]])
         return event
 
-    def events(self) -> list[dict[str, Any]]:
+    def events(self) -> list[FeedbackEvent]:
         events = self.read_json(layout.EVENTS) or []
         if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
             raise RecordError(_damaged(self.paths.events, "it is not a list of events", self.run_id))
-        return events
+        return [read(FeedbackEvent, e, f"{self.paths.events} (event {index})") for index, e in enumerate(events)]
 
 
 STARTING_GRACE_SECONDS = 60.0

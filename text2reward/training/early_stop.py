@@ -29,10 +29,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from policies.curve import CurvePoint
 from policies.stats import Rate
 from text2reward.runs.seed_scores import point_rate, pooled_curve
 
-Curve = Sequence[Mapping[str, Any]]
+Curve = Sequence[CurvePoint]
 
 
 @dataclass(frozen=True)
@@ -83,29 +84,29 @@ def rung_steps(budget: int, eval_freq: int, rule: EarlyStopRule) -> list[int]:
 
 
 def reached(curve: Curve, steps: int) -> bool:
-    return any(int(point["steps"]) >= steps for point in curve)
+    return any(point.steps >= steps for point in curve)
 
 
-def window_at(curve: Curve, steps: int, size: int) -> list[Mapping[str, Any]]:
+def window_at(curve: Curve, steps: int, size: int) -> list[CurvePoint]:
     """The curve's last `size` evaluations at or before `steps`, oldest first."""
-    return [point for point in curve if int(point["steps"]) <= steps][-size:]
+    return [point for point in curve if point.steps <= steps][-size:]
 
 
 def has_succeeded(curve: Curve, steps: int | None = None) -> bool:
     """Whether any evaluation (at or before `steps`) saw a success."""
-    return any(float(p["success_rate"]) > 0 for p in curve if steps is None or int(p["steps"]) <= steps)
+    return any(p.success_rate > 0 for p in curve if steps is None or p.steps <= steps)
 
 
-def _readings(points: Sequence[Mapping[str, Any]], key: str = "mean_native_return") -> list[float]:
-    values = [p.get(key) for p in points]
+def _readings(points: Sequence[CurvePoint], key: str = "mean_native_return") -> list[float]:
+    values = [getattr(p, key) for p in points]
     return [float(v) for v in values if v is not None and math.isfinite(float(v))]
 
 
-def no_success_figure(windows: Sequence[Sequence[Mapping[str, Any]]]) -> tuple[str, str]:
+def no_success_figure(windows: Sequence[Sequence[CurvePoint]]) -> tuple[str, str]:
     """(curve key, words) of what decides when nobody succeeds: the progress toward the task's success rule where
     every evaluation compared measured it (policies.score: the task's own test, not the expert reward's return), else
     the native return (curves from before progress was measured)."""
-    if all(p.get("mean_progress") is not None for points in windows for p in points):
+    if all(p.mean_progress is not None for points in windows for p in points):
         return "mean_progress", "progress toward the success rule"
     return "mean_native_return", "native return"
 
@@ -161,7 +162,7 @@ class EarlyStopper:
     def __init__(self, budget: int, eval_freq: int, rule: EarlyStopRule | None = None, groups: Mapping[str, str] | None = None):
         self.rule = rule or EarlyStopRule()
         self.rungs = rung_steps(budget, eval_freq, self.rule)
-        self.curves: dict[str, list[dict[str, Any]]] = {}
+        self.curves: dict[str, list[CurvePoint]] = {}
         self.groups = dict(groups or {})
         """Job name -> its candidate; a job not named is a candidate of its own (one seed)."""
         self._judged: dict[str, set[int]] = {}
@@ -174,7 +175,7 @@ class EarlyStopper:
     def candidate(self, name: str) -> str:
         return self.groups.get(name, name)
 
-    def candidate_curves(self) -> dict[str, list[dict[str, Any]]]:
+    def candidate_curves(self) -> dict[str, list[CurvePoint]]:
         """Each candidate's curve: its one job's, or its seeds' pooled (a candidate some of whose seeds have not
         published yet has no points)."""
         members: dict[str, list[str]] = {}
@@ -182,7 +183,7 @@ class EarlyStopper:
             group = members.setdefault(self.candidate(name), [])
             if name not in group:
                 group.append(name)
-        pooled: dict[str, list[dict[str, Any]]] = {}
+        pooled: dict[str, list[CurvePoint]] = {}
         for candidate, names in members.items():
             if len(names) == 1:
                 if names[0] in self.curves:
@@ -193,12 +194,12 @@ class EarlyStopper:
 
     def observe(self, name: str, curve: Curve) -> None:
         """A job's curve so far (a finished job's whole curve, or a running job's points as published)."""
-        self.curves[name] = [dict(point) for point in curve]
+        self.curves[name] = list(curve)
 
-    def add_point(self, name: str, point: Mapping[str, Any]) -> None:
+    def add_point(self, name: str, point: CurvePoint) -> None:
         curve = self.curves.setdefault(name, [])
-        if not curve or int(curve[-1]["steps"]) != int(point["steps"]):
-            curve.append(dict(point))
+        if not curve or curve[-1].steps != point.steps:
+            curve.append(point)
 
     def decide(self, running: Sequence[str]) -> dict[str, StopDecision]:
         """Running jobs to stop now. A candidate is judged at a rung once, as soon as it and at least one other

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from policies.curve import CurvePoint
 from policies.io import write_json_atomic
+from text2reward.runs.records import DoneRecord, JobError, RecordError, read
 from text2reward.runs.statuses import FailureCause
 from text2reward.training.early_stop import EarlyStopper
 from text2reward.training.job import DONE_FILE, ERROR_FILE, JOB_FILE, PID_FILE, PROGRESS_FILE, TrainJob
@@ -60,11 +62,23 @@ def job_done(out_dir: str | Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def published_point(job: TrainJob) -> CurvePoint | None:
+    """A running job's latest evaluation as it published it (progress.json); None before its first, between phases, or
+    where the file holds no evaluation (the worker's own file: read as a record, never trusted further)."""
+    point = job_progress(job.out_dir)
+    if not point or point.get("phase") is not None:
+        return None
+    try:
+        return read(CurvePoint, point, str(Path(job.out_dir) / PROGRESS_FILE))
+    except RecordError:
+        return None
+
+
 def _supervise(stopper: EarlyStopper, running: dict[int, TrainJob], names: list[str]) -> None:
     """Feed the running jobs' latest evaluations to the stopper; write a stop file for each job it stops."""
     for index, job in running.items():
-        point = job_progress(job.out_dir)
-        if point and "steps" in point and "success_rate" in point:
+        point = published_point(job)
+        if point is not None:
             stopper.add_point(names[index], point)
     by_name = {names[index]: job for index, job in running.items()}
     for name, decision in stopper.decide(list(by_name)).items():
@@ -81,9 +95,8 @@ def job_outcome(job: TrainJob, how: str) -> JobOutcome:
         return JobOutcome(job, True, record, None)
     error = out / ERROR_FILE
     if error.is_file():
-        record = json.loads(error.read_text())
-        return JobOutcome(job, False, None, record["reason"], cause=FailureCause.read(record.get("cause") or "error"),
-                          numbers=str(record.get("numbers") or ""))
+        failed = read(JobError, json.loads(error.read_text()), str(error))
+        return JobOutcome(job, False, None, failed.reason, cause=failed.cause, numbers=failed.numbers)
     return JobOutcome(job, False, None, f"training worker {how} before finishing; `t2r resume` retrains it", interrupted=True,
                       cause=FailureCause.INTERRUPTED)
 
@@ -138,7 +151,7 @@ def schedule(
     def finish(index: int, outcome: JobOutcome) -> None:
         outcomes[index] = outcome
         if outcome.record is not None and early_stopper is not None:
-            early_stopper.observe(names[index], (outcome.record.get("result") or {}).get("curve") or [])
+            early_stopper.observe(names[index], read(DoneRecord, outcome.record, str(Path(outcome.job.out_dir) / DONE_FILE)).result.curve)
         if on_done:
             on_done(outcome)
 

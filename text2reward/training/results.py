@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from text2reward.runs.records import Candidate, EarlyStop, FailedSeed, FinalArm, SeedRun, TrainingSummary, kept_training_result
+from text2reward.runs.records import Candidate, DoneRecord, FailedSeed, FinalArm, SeedRun, TrainingSummary, read
 from text2reward.runs.seed_scores import pooled_summary
-from text2reward.runs.statuses import CandidateStatus, FailureCause, StopKind
+from text2reward.runs.statuses import CandidateStatus, FailureCause
 from text2reward.runs.store import RunStore
-from text2reward.training.job import TrainJob
+from text2reward.training.job import DONE_FILE, TrainJob
 from text2reward.training.pool import JobOutcome
 
 FEEDBACK_FILE = "feedback.md"
@@ -31,24 +31,27 @@ def record_outcome(candidate: Candidate, outcome: JobOutcome, store: RunStore) -
         if outcome.numbers:  # the kernel's account of a stopped call: for people, never for the model
             candidate.failure_numbers = outcome.numbers
         return candidate
-    record = outcome.record
-    assert record is not None  # an ok outcome carries the worker's done.json
-    result = record["result"]
+    record = done_record(outcome)
+    result = record.result
     directory = Path(outcome.job.out_dir)
-    stopped = result.get("stopped_early") or {}
-    behind = stopped.get("kind") == StopKind.BEHIND
-    candidate.status = CandidateStatus.STOPPED_EARLY if behind else CandidateStatus.TRAINED
+    candidate.status = CandidateStatus.STOPPED_EARLY if result.stopped_behind else CandidateStatus.TRAINED
     candidate.training = TrainingSummary.of_result(result)
-    candidate.training_result = kept_training_result(result)
+    candidate.training_result = result.kept()
     candidate.feedback_file = store.relative(directory / FEEDBACK_FILE) if (directory / FEEDBACK_FILE).is_file() else None
-    candidate.behaviour_text = record.get("behaviour_text", "")
-    candidate.facts = {str(k): float(v) for k, v in (record.get("facts") or {}).items()}
+    candidate.behaviour_text = record.behaviour_text
+    candidate.facts = dict(record.facts)
     candidate.video_file = store.relative(directory / VIDEO_FILE) if (directory / VIDEO_FILE).is_file() else None
-    candidate.keyframes = [store.relative(Path(k)) for k in (record.get("video") or {}).get("keyframes", [])]
-    candidate.warnings = [str(w) for w in record.get("warnings") or []]
+    candidate.keyframes = [store.relative(Path(k)) for k in (record.video.keyframes if record.video is not None else [])]
+    candidate.warnings = list(record.warnings)
     candidate.reason = candidate.failure_cause = candidate.failure_numbers = None
-    candidate.stopped_early = EarlyStop.from_dict(stopped) if behind else None
+    candidate.stopped_early = result.stopped_early if result.stopped_behind else None
     return candidate
+
+
+def done_record(outcome: JobOutcome) -> DoneRecord:
+    """An ok outcome's done.json, read once through the records' codec."""
+    assert outcome.record is not None  # an ok outcome carries the worker's done.json
+    return read(DoneRecord, outcome.record, str(Path(outcome.job.out_dir) / DONE_FILE))
 
 
 def seed_run(seed: int, outcome: JobOutcome, store: RunStore) -> SeedRun:
@@ -56,9 +59,8 @@ def seed_run(seed: int, outcome: JobOutcome, store: RunStore) -> SeedRun:
     job = store.relative(Path(outcome.job.out_dir))
     if not outcome.ok or outcome.record is None:
         return SeedRun(seed=seed, job=job, reason=outcome.reason or "did not train")
-    result = outcome.record["result"]
-    behind = (result.get("stopped_early") or {}).get("kind") == StopKind.BEHIND
-    return SeedRun(seed=seed, job=job, training=TrainingSummary.of_result(result), stopped_early=behind)
+    result = done_record(outcome).result
+    return SeedRun(seed=seed, job=job, training=TrainingSummary.of_result(result), stopped_early=result.stopped_behind)
 
 
 def record_seed_outcomes(candidate: Candidate, outcomes: list[tuple[int, JobOutcome]], store: RunStore) -> Candidate:
@@ -80,7 +82,7 @@ def record_seed_outcomes(candidate: Candidate, outcomes: list[tuple[int, JobOutc
     stopped = next((outcome for (_, outcome), seed in zip(outcomes, seeds) if seed.stopped_early), None)
     if stopped is not None and stopped.record is not None:
         candidate.status = CandidateStatus.STOPPED_EARLY
-        candidate.stopped_early = EarlyStop.from_dict(stopped.record["result"]["stopped_early"])
+        candidate.stopped_early = done_record(stopped).result.stopped_early
     candidate.warnings += [f"seed {seed.seed} did not train ({seed.reason}); its score pools the other seeds"
                            for seed in seeds if seed.training is None]
     candidate.seeds = seeds
@@ -89,7 +91,7 @@ def record_seed_outcomes(candidate: Candidate, outcomes: list[tuple[int, JobOutc
 
 def final_arm(jobs: list[tuple[TrainJob, JobOutcome, int]]) -> FinalArm | None:
     """One arm of the final comparison from its seeds' jobs (job, last outcome, attempts); None when it has none."""
-    results = [outcome.record["result"] for _, outcome, _ in jobs if outcome.ok and outcome.record is not None]
+    results = [done_record(outcome).result for _, outcome, _ in jobs if outcome.ok and outcome.record is not None]
     failed = [FailedSeed(seed=job.train.seed, reason=outcome.reason or "", cause=outcome.cause or FailureCause.ERROR, attempts=tries)
               for job, outcome, tries in jobs if not outcome.ok]
     if not results and not failed:

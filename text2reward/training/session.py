@@ -14,7 +14,7 @@ from text2reward.runs.statuses import FailureCause
 from text2reward.training.early_stop import EarlyStopper
 from text2reward.training.executors import JobRunner
 from text2reward.training.job import TrainJob
-from text2reward.training.pool import JobDisplay, JobOutcome, job_progress
+from text2reward.training.pool import JobDisplay, JobOutcome, published_point
 
 LabelledJob = tuple[str, TrainJob]
 OTHERS_CAUSES = (FailureCause.MACHINE, FailureCause.INTERRUPTED, FailureCause.ERROR)
@@ -30,17 +30,12 @@ class EvaluationWatch:
 
     def poll(self) -> None:
         for label, job in self.jobs:
-            point = job_progress(job.out_dir)
-            if not point or "steps" not in point or "success_rate" not in point or point.get("phase"):
+            point = published_point(job)
+            if point is None or point.steps <= self.seen.get(job.out_dir, -1):
                 continue
-            steps = int(point["steps"])
-            if steps <= self.seen.get(job.out_dir, -1):
-                continue
-            self.seen[job.out_dir] = steps
-            mean_return = point.get("mean_return")
-            self.emit(Evaluation(job=label, steps=steps, success_rate=float(point["success_rate"]),
-                                 episodes=int(point.get("episodes") or 0),
-                                 mean_return=float(mean_return) if isinstance(mean_return, (int, float)) else None))
+            self.seen[job.out_dir] = point.steps
+            self.emit(Evaluation(job=label, steps=point.steps, success_rate=point.success_rate, episodes=point.episodes or 0,
+                                 mean_return=point.mean_return))
 
 
 class JobSession:

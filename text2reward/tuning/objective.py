@@ -21,8 +21,9 @@ so two trials' tie-breakers differ by at most half a success step.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+
+from policies.curve import CurvePoint
 
 
 def squash(native_return: float | None) -> float:
@@ -38,33 +39,33 @@ def tie_weight(eval_episodes: int) -> float:
     return 0.5 / max(1, int(eval_episodes))
 
 
-def tie_breaker(point: Mapping[str, Any]) -> float:
+def tie_breaker(point: CurvePoint) -> float:
     """In [0, 1]: the evaluation's mean progress toward the success rule, or its squashed native return where
     progress was not measured (older curves, tasks without a graded rule)."""
-    progress = point.get("mean_progress")
-    if isinstance(progress, (int, float)) and math.isfinite(progress):
+    progress = point.mean_progress
+    if progress is not None and math.isfinite(progress):
         return min(1.0, max(0.0, float(progress)))
-    return squash(point.get("mean_native_return"))
+    return squash(point.mean_native_return)
 
 
-def objective(point: Mapping[str, Any], eval_episodes: int) -> float:
+def objective(point: CurvePoint, eval_episodes: int) -> float:
     """The score of an evaluation ({success_rate, mean_progress, mean_native_return}) or of a training's final result."""
-    return float(point["success_rate"]) + tie_weight(eval_episodes) * tie_breaker(point)
+    return point.success_rate + tie_weight(eval_episodes) * tie_breaker(point)
 
 
-def curve_objective(curve: Sequence[Mapping[str, Any]], eval_episodes: int, budget: int | None = None) -> float:
+def curve_objective(curve: Sequence[CurvePoint], eval_episodes: int, budget: int | None = None) -> float:
     """The step-weighted mean of `objective` over a training's evaluations ({steps, success_rate,
     mean_native_return}), over `budget` steps when given (the last value held to it), else to the last evaluation.
     A curve without evaluations scores 0."""
-    points = sorted((p for p in curve if "steps" in p and "success_rate" in p), key=lambda p: int(p["steps"]))
+    points = sorted(curve, key=lambda p: p.steps)
     if not points:
         return 0.0
-    end = max(int(points[-1]["steps"]), int(budget or 0))
+    end = max(points[-1].steps, int(budget or 0))
     if end <= 0:
         return objective(points[-1], eval_episodes)
     area, previous = 0.0, 0
     for point in points:
-        steps = int(point["steps"])
+        steps = point.steps
         area += objective(point, eval_episodes) * (steps - previous)
         previous = steps
     area += objective(points[-1], eval_episodes) * (end - previous)

@@ -12,28 +12,29 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from policies.curve import CurvePoint
 from text2reward.training.early_stop import Curve, EarlyStopper, StopDecision
 
 
 class TrialPruner(EarlyStopper):
     """Reports evaluations to Optuna trials (by job name) and asks their pruner whether to stop them."""
 
-    def __init__(self, trials: Mapping[str, Any], score: Callable[[Sequence[Mapping[str, Any]]], float]):
+    def __init__(self, trials: Mapping[str, Any], score: Callable[[Sequence[CurvePoint]], float]):
         super().__init__(budget=1, eval_freq=1)  # no rungs: Optuna's pruner decides when to judge
         self.trials = dict(trials)
         """Job name -> the `optuna.Trial` it trains."""
         self.score = score
         """The objective of a curve so far (the tuner's, over the evaluations up to the latest)."""
-        self.points: dict[str, dict[int, Mapping[str, Any]]] = {name: {} for name in self.trials}
+        self.points: dict[str, dict[int, CurvePoint]] = {name: {} for name in self.trials}
         self.reported: dict[str, dict[int, float]] = {name: {} for name in self.trials}
         self.fresh: set[str] = set()
         """Trials with an intermediate value the pruner has not been asked about."""
         self.pruned: dict[str, StopDecision] = {}
 
-    def _report(self, name: str, point: Mapping[str, Any]) -> None:
-        if name not in self.trials or "steps" not in point or "success_rate" not in point:
+    def _report(self, name: str, point: CurvePoint) -> None:
+        if name not in self.trials:
             return
-        step = int(point["steps"])
+        step = point.steps
         if step in self.reported[name]:
             return
         self.points[name][step] = point
@@ -48,7 +49,7 @@ class TrialPruner(EarlyStopper):
         for point in curve:
             self._report(name, point)
 
-    def add_point(self, name: str, point: Mapping[str, Any]) -> None:
+    def add_point(self, name: str, point: CurvePoint) -> None:
         super().add_point(name, point)
         self._report(name, point)
 

@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from text2reward.runs.records import DoneRecord, read
 from text2reward.training.job import ERROR_FILE
 from text2reward.training.pool import job_done
 
@@ -72,11 +73,11 @@ def settle_orphans(study: Any, tune_dir: Path, score: Any) -> list[str]:
         folder = trial_dir(tune_dir, trial.number)
         record = job_done(folder)
         if record is not None:
-            stopped = (record["result"].get("stopped_early") or {}).get("kind") == "behind"
-            if stopped:
+            result = read(DoneRecord, record, str(folder / "done.json")).result
+            if result.stopped_behind:
                 study.tell(trial.number, state=TrialState.PRUNED)
             else:
-                study.tell(trial.number, score(record["result"]))
+                study.tell(trial.number, score(result))
             said.append(f"trial {trial.number} had finished training before the process stopped: recorded")
             continue
         study.tell(trial.number, state=TrialState.FAIL)

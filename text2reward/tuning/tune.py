@@ -20,7 +20,7 @@ RUNNING was left by a dead process, and is settled as study.py says.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -30,9 +30,9 @@ from policies.io import write_text_atomic
 from policies.plan import TrainingPlan, resolve_training_plan
 from text2reward.errors import ConfigError, Text2RewardError
 from text2reward.runs.ranking import best_candidate
-from text2reward.runs.records import Candidate, EarlyStop, TrainingSummary, TuningSummary, kept_training_result
+from text2reward.runs.records import Candidate, CurvePoint, DoneRecord, ResultFile, TrainingSummary, TuningSummary, read
 from text2reward.runs.run_events import Emit, Note, ignore
-from text2reward.runs.statuses import CandidateStatus, StopKind
+from text2reward.runs.statuses import CandidateStatus
 from text2reward.runs.store import STOP_FILE, RunStore
 from text2reward.sandbox import active_isolation
 from text2reward.settings import RunConfig, run_task
@@ -103,11 +103,11 @@ class Tuner:
     def say(self, message: str) -> None:
         self.emit(Note(message))
 
-    def score(self, result: Mapping[str, Any]) -> float:
+    def score(self, result: ResultFile) -> float:
         """A finished trial's objective: its whole curve over the trial budget (tuning/objective.py)."""
-        return curve_objective(result["curve"], self.episodes, self.steps)
+        return curve_objective(result.curve, self.episodes, self.steps)
 
-    def score_curve(self, curve: Sequence[Mapping[str, Any]]) -> float:
+    def score_curve(self, curve: Sequence[CurvePoint]) -> float:
         """A running trial's objective so far, for the pruner: over the steps it has trained."""
         return curve_objective(curve, self.episodes)
 
@@ -179,16 +179,17 @@ class Tuner:
         def on_done(outcome: JobOutcome) -> None:
             name, trial = by_dir[outcome.job.out_dir]
             if outcome.ok and outcome.record is not None:
-                result = outcome.record["result"]
-                trial.set_user_attr("success_rate", result["success_rate"])
-                trial.set_user_attr("trained_steps", result["steps"])
-                if (result.get("stopped_early") or {}).get("kind") == StopKind.BEHIND:  # the pruner's stop file took effect
+                result = read(DoneRecord, outcome.record, str(Path(outcome.job.out_dir) / "done.json")).result
+                success = result.success_rate or 0.0
+                trial.set_user_attr("success_rate", success)
+                trial.set_user_attr("trained_steps", result.steps)
+                if result.stopped_behind:  # the pruner's stop file took effect
                     self.study.tell(trial, state=TrialState.PRUNED)
-                    self.say(f"{self.parent.id} {name}: pruned at {result['steps']} steps, success {result['success_rate']:.2f}")
+                    self.say(f"{self.parent.id} {name}: pruned at {result.steps} steps, success {success:.2f}")
                     return
                 value = self.score(result)
                 self.study.tell(trial, value)
-                self.say(f"{self.parent.id} {name}: success {result['success_rate']:.2f} (objective {value:.4f})")
+                self.say(f"{self.parent.id} {name}: success {success:.2f} (objective {value:.4f})")
                 return
             trial.set_user_attr("reason", str(outcome.reason)[:500])
             self.study.tell(trial, state=TrialState.FAIL)
@@ -214,7 +215,8 @@ class Tuner:
                                    f"done.json; delete {self.dir} and tune again")
         code = (folder / "reward.py").read_text()
         code_path = write_text_atomic(self.dir / "reward.py", code)
-        result = record["result"]
+        done = read(DoneRecord, record, str(folder / "done.json"))
+        result = done.result
         states = [t.state for t in counted(self.study, self.dir)]
         tuned_values = {c.name: c.value for c in find_constants(code).constants if c.name in {s.name for s in self.space}}
         summary = TuningSummary(
@@ -224,15 +226,12 @@ class Tuner:
             warnings=list(self.found.warnings),
             constants_diff=constants_diff(self.found.values(), tuned_values),
         )
-        stopped = result.get("stopped_early") or {}
-        behind = stopped.get("kind") == StopKind.BEHIND
         candidate = Candidate(
             id=tuned_id(self.parent.id), round=self.parent.round, sample=self.parent.sample, backend=self.parent.backend,
             model=self.parent.model, rule_based=self.parent.rule_based, code_file=self.store.relative(code_path),
-            status=CandidateStatus.STOPPED_EARLY if behind else CandidateStatus.TRAINED, training=TrainingSummary.of_result(result),
-            training_result=kept_training_result(result),
-            warnings=[str(w) for w in record.get("warnings") or []], parent=self.parent.id, tuned=summary,
-            stopped_early=EarlyStop.from_dict(stopped) if behind else None,
+            status=CandidateStatus.STOPPED_EARLY if result.stopped_behind else CandidateStatus.TRAINED,
+            training=TrainingSummary.of_result(result), training_result=result.kept(), warnings=list(done.warnings),
+            parent=self.parent.id, tuned=summary, stopped_early=result.stopped_early if result.stopped_behind else None,
         )
         return self.store.write_candidate(candidate)
 

@@ -6,7 +6,7 @@ task and its view, not from prose, and must never pretend to be a model; model b
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from text2reward.runs.records import PromptContext
@@ -46,15 +46,6 @@ class Reply:
     rule_based: bool = False
     error: str | None = None
     """Set when no text came back (a failed request after retries): recorded, never retried forever."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Reply:
-        """A saved reply (replies.json); fields this text2reward does not know are left out."""
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 class Backend(Protocol):

@@ -26,6 +26,7 @@ from typing import Any
 
 from policies.io import write_json_atomic
 from text2reward.generation.llm.base import Backend, GenerationRequest, Reply
+from text2reward.runs.codec import RecordError, read, write
 
 KEY_VERSION = 2
 """Bump when the key's recipe changes, so old entries are never served under a new meaning."""
@@ -46,7 +47,7 @@ class ReplyCache:
 
     def key(self, backend: Backend, request: GenerationRequest, sample_index: int) -> str:
         keys = getattr(backend, "cache_context_keys", None)
-        everything = request.context.to_dict()
+        everything = write(request.context)
         context = everything if keys is None else {k: everything[k] for k in keys if k in everything}
         params = backend.cache_params() if hasattr(backend, "cache_params") else {}
         payload = {
@@ -73,9 +74,8 @@ class ReplyCache:
         """The cached reply, marked `cached` and free; None on a miss or an unreadable entry."""
         try:
             record = json.loads(self.path(key).read_text())
-            fields = {f.name for f in dataclasses.fields(Reply)}
-            reply = Reply(**{k: v for k, v in record["reply"].items() if k in fields})
-        except (OSError, ValueError, KeyError, TypeError):
+            reply = read(Reply, record["reply"], str(self.path(key)))  # keys this text2reward does not know are left out
+        except (OSError, ValueError, KeyError, TypeError, RecordError):
             return None
         if reply.error is not None or reply.text is None:
             return None
@@ -85,7 +85,7 @@ class ReplyCache:
         """Store a successful reply (atomic write); returns False, storing nothing, for a failed one."""
         if reply.error is not None or reply.text is None:
             return False
-        record: dict[str, Any] = {"key": key, "reply": reply.to_dict()}
+        record: dict[str, Any] = {"key": key, "reply": write(reply)}
         if request is not None:
             record["request"] = {"task_id": request.task_id, "round": request.round, "sample_index": sample_index}
         write_json_atomic(self.path(key), record)
