@@ -43,8 +43,9 @@ from pathlib import Path
 from scipy import stats
 from timing import parse_steps
 
-from policies.score import result_score
+from policies.score import score_of
 from policies.stats import Rate
+from text2reward.runs.records import ResultFile, read
 
 ROOT = Path(__file__).resolve().parent.parent
 DRAFTS = Path(__file__).resolve().parent / "refinement_drafts"
@@ -108,10 +109,10 @@ def train_once(reward: Reward, seed: int, steps: int, out: Path, hp: Sequence[st
         if done.returncode != 0 or not result_file.exists():
             tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
             raise SystemExit(f"training {reward.task} {reward.label} seed {seed} failed: {tail[0]}")
-    result = json.loads(result_file.read_text())
-    return SeedResult(seed=seed, score=result_score(result).value,
-                      success=Rate.of(float(result["success_rate"]), int(result.get("final_eval_episodes") or result["eval_episodes"])),
-                      native_return=float(result["mean_native_return"]), steps=int(result["steps"]))
+    result = read(ResultFile, json.loads(result_file.read_text()), str(result_file))
+    return SeedResult(seed=seed, score=score_of(result.curve, result.mean_progress, result.progress_se).value,
+                      success=Rate.of(result.success_rate, result.final_episodes),
+                      native_return=result.mean_native_return, steps=result.steps)
 
 
 def _digest(path: Path) -> str:
