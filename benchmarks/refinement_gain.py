@@ -111,7 +111,7 @@ def train_once(reward: Reward, seed: int, steps: int, out: Path, hp: Sequence[st
             raise SystemExit(f"training {reward.task} {reward.label} seed {seed} failed: {tail[0]}")
     result = read(ResultFile, json.loads(result_file.read_text()), str(result_file))
     return SeedResult(seed=seed, score=score_of(result.curve, result.mean_progress, result.progress_se).value,
-                      success=Rate.of(result.success_rate, result.final_episodes),
+                      success=Rate.of(result.success_rate or 0.0, result.final_episodes),
                       native_return=result.mean_native_return, steps=result.steps)
 
 

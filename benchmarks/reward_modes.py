@@ -109,6 +109,7 @@ def train_program(task_id: str, code: str | None, mode: str, seed: int, steps: i
 def tuned_program(task_id: str, seed: int, trials: int, trial_steps: int, eval_freq: int, out: Path) -> tuple[str, dict[str, Any]]:
     """Run the loop for one plain heuristic candidate on a tuning seed, then `t2r tune` it; the winner's program."""
     from text2reward import RewardSearch
+    from text2reward.runs.codec import write
     from text2reward.runs.lock import RunLock
     from text2reward.runs.store import RunStore
     from text2reward.tuning.tune import tune_candidate
@@ -122,7 +123,7 @@ def tuned_program(task_id: str, seed: int, trials: int, trial_steps: int, eval_f
     store = RunStore(result.run_dir)
     with RunLock(store.root):
         tuned = tune_candidate(store, "r0-s0", trials=trials, steps=trial_steps)
-    return store.read_text(str(tuned.code_file)), {"run": str(store.root), "tuning": tuned.tuned.to_dict() if tuned.tuned else {}}
+    return store.read_text(str(tuned.code_file)), {"run": str(store.root), "tuning": write(tuned.tuned) if tuned.tuned else {}}
 
 
 def run_attempt(job: dict[str, Any]) -> Attempt:

@@ -114,7 +114,7 @@ def spread(result: FinalArm | None) -> str:
 def peaks(result: FinalArm | None) -> str:
     """Each seed's best evaluation during training: one final evaluation of a few episodes is noisy."""
     curves, finals = (result.curves, result.success_rates) if result is not None else ([], [])
-    best = [max([p["success_rate"] for p in curve] + [final]) for curve, final in zip(curves, finals)]
+    best = [max([p.success_rate for p in curve] + [final]) for curve, final in zip(curves, finals)]
     return ", ".join(f"{b:.1f}" for b in best) or "-"
 
 
