@@ -60,6 +60,8 @@ def test_a_finished_old_run_shows_reports_and_renders(run, runs):
     run_id = Path(run).name
     listed = cli("runs", "--runs-dir", str(runs), "--json")
     assert listed.returncode == 0 and run_id in {r["run_id"] for r in json.loads(listed.stdout)}
+    row = next(r for r in json.loads(listed.stdout) if r["run_id"] == run_id)
+    assert row["best_episodes"] >= 1  # the list states the best's success with its episodes, as `runs show` does
     shown = cli("runs", "show", run_id, "--runs-dir", str(runs))
     assert shown.returncode == 0 and "finished" in shown.stdout and "heuristic (rule-based" in shown.stdout, shown.stderr
     assert "episodes, 95% interval" in shown.stdout  # a round's best success with its episodes, never a bare float

@@ -54,7 +54,8 @@ def runs_list(ctx: typer.Context, runs_dir: RunsDirOption = DEFAULT_RUNS_DIR, as
         if r.get("damaged"):
             lines.append([r["run_id"], "-", "damaged", "-", "-", "-", "-", "-"])
             continue
-        best = "-" if r["best_success"] is None else f"{r['best_success']:.2f}"
+        best = "-" if r["best_success"] is None else f"{r['best_success']:.2f}" + (
+            f" ({round(r['best_success'] * r['best_episodes'])}/{r['best_episodes']})" if r.get("best_episodes") else "")
         lines.append([r["run_id"], r["task_id"], r["status"].replace("_", " "), best, str(r["rounds_done"]), r["author"] or r["backend"],
                       str((r["prompt_tokens"] or 0) + (r["completion_tokens"] or 0)), f"{r['wall_seconds'] or 0:.0f}"])
     console.print(f"runs in {runs_dir}", highlight=False)  # a path, printed whole; the table fits the terminal

@@ -299,10 +299,10 @@ CREATE TABLE IF NOT EXISTS runs (
     task_id TEXT, backend TEXT, model TEXT, status TEXT,
     rounds_done INTEGER, best_success REAL, best_candidate TEXT,
     prompt_tokens INTEGER, completion_tokens INTEGER,
-    wall_seconds REAL, created REAL, updated REAL, path TEXT, author TEXT, damaged TEXT
+    wall_seconds REAL, created REAL, updated REAL, path TEXT, author TEXT, damaged TEXT, best_episodes INTEGER
 )
 """
-_ADDED_COLUMNS = ("author", "damaged")
+_ADDED_COLUMNS = {"author": "TEXT", "damaged": "TEXT", "best_episodes": "INTEGER"}
 """Columns an index written by an older text2reward lacks (added in place: the index is derived from the folders)."""
 
 
@@ -329,9 +329,9 @@ def _index(runs_dir: Path) -> sqlite3.Connection:
     except sqlite3.OperationalError as exc:  # a read-only folder or file, a full disk
         raise ConfigError(_unwritable(Path(runs_dir), f"its index {layout.INDEX}: {exc}")) from None
     have = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
-    for column in _ADDED_COLUMNS:
+    for column, kind in _ADDED_COLUMNS.items():
         if column not in have:
-            db.execute(f"ALTER TABLE runs ADD COLUMN {column} TEXT")
+            db.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
     return db
 
 
@@ -347,6 +347,7 @@ def index_run(store: RunStore) -> dict[str, Any]:
         row.update(
             task_id=header.task_id, backend=header.backend, model=header.model, author=header.author, status=state.status.value,
             rounds_done=state.rounds_done, best_success=state.best_success, best_candidate=state.best,
+            best_episodes=next((c.training.episodes for c in candidates if c.id == state.best and c.training is not None), None),
             prompt_tokens=sum(c.tokens.prompt for c in candidates), completion_tokens=sum(c.tokens.completion for c in candidates),
             wall_seconds=state.wall_seconds, created=state.created or _folder_time(store), updated=state.updated,
         )
