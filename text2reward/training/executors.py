@@ -97,7 +97,7 @@ def executor_spec(name: str) -> ExecutorSpec:
 
 def _open_local(settings: ExecutorSettings, resources: ExitStack, say: Say) -> JobRunner:
     def runner(jobs: list[TrainJob], **options: Any) -> list[JobOutcome]:
-        return run_jobs(jobs, settings.workers, **options)
+        return run_jobs(jobs, settings.workers, say=say, **options)
 
     return runner
 
