@@ -62,7 +62,8 @@ class ForkServer:
         self.process = subprocess.Popen([sys.executable, "-m", "text2reward.training.forkserver"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, env=env)
         assert self.process.stdin is not None and self.process.stdout is not None
-        self.requests, self.replies = self.process.stdin, self.process.stdout.fileno()
+        self.requests, self.output = self.process.stdin, self.process.stdout
+        self.replies = self.output.fileno()
         self.buffer = b""
         self.ended: dict[int, int] = {}
         self.gone = False
@@ -121,7 +122,7 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        self.process.stdout.close()  # type: ignore[union-attr]
+        self.output.close()
         self.gone = True
 
     def _next(self, wanted: Callable[[dict[str, Any]], bool], timeout: float) -> dict[str, Any]:
