@@ -25,6 +25,7 @@ from text2reward.errors import ConfigError
 from text2reward.training.early_stop import EarlyStopper
 from text2reward.training.job import TrainJob
 from text2reward.training.pool import JobOutcome, run_jobs
+from text2reward.training.preloaded import warm_up
 
 Say = Callable[[str], None]
 
@@ -96,6 +97,10 @@ def executor_spec(name: str) -> ExecutorSpec:
 
 
 def _open_local(settings: ExecutorSettings, resources: ExitStack, say: Say) -> JobRunner:
+    """Jobs forked from this driver's fork server (training/preloaded.py), started now so that its imports overlap the
+    round's generation and checks."""
+    warm_up()
+
     def runner(jobs: list[TrainJob], **options: Any) -> list[JobOutcome]:
         return run_jobs(jobs, settings.workers, say=say, **options)
 

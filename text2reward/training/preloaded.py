@@ -166,6 +166,19 @@ _SERVER: list[ForkServer] = []
 _GAVE_UP: list[str] = []
 
 
+def warm_up() -> None:
+    """Start this driver's server now without waiting for it: a run calls this when it opens its executor, so the
+    server imports while the first round's replies are written and checked, and its first job waits less or not at all."""
+    if not enabled() or _GAVE_UP:
+        return
+    with _LOCK:
+        if not _SERVER:
+            try:
+                _SERVER.append(ForkServer(job_environment()))
+            except OSError:
+                pass  # `fork_server` tries again when a job starts, and says what went wrong
+
+
 def fork_server(say: Say) -> ForkServer | None:
     """This driver's ready fork server, started or restarted as needed; None where jobs should start fresh (switched
     off, or the server could not start: said once)."""
@@ -174,26 +187,27 @@ def fork_server(say: Say) -> ForkServer | None:
     env = job_environment()
     with _LOCK:
         server = _SERVER[0] if _SERVER else None
-        if server is not None and server.alive() and server.settings == import_time_settings(env):
-            return server
-        if server is not None:
+        if server is not None and not (server.alive() and server.settings == import_time_settings(env)):
             if not server.alive():
                 say(f"the training fork server (pid {server.pid}) ended; starting another")
             server.close()
             _SERVER.clear()
+            server = None
         try:
-            server = ForkServer(env)
+            if server is None:
+                server = ForkServer(env)
+                _SERVER.append(server)
             ready = server.wait_ready()
             if ready.get("threads") != 1 or ready.get("jax_backend"):
                 raise ValueError(f"it has {ready.get('threads')} threads and a JAX backend {ready.get('jax_backend')} "
                                  f"after its imports (set OPENBLAS_NUM_THREADS=1)")
         except (ServerGone, ValueError, OSError) as exc:
             _GAVE_UP.append(str(exc))
-            if server is not None:
-                server.close()
+            for each in _SERVER:
+                each.close()
+            _SERVER.clear()
             say(f"training jobs start as fresh processes: the training fork server cannot serve them ({exc})")
             return None
-        _SERVER.append(server)
         return server
 
 
