@@ -31,13 +31,16 @@ The protocol, one JSON object a line. Requests on stdin: `{"job": PATH, "log": P
 Replies, on the stdout the server had when it started (its own fd 1 then points at its stderr, so a library's print
 cannot corrupt them): `{"ready": true, "pid": N, "threads": 1, "jax_backend": false}` once; `{"started": PID}` (or
 `{"started": null, "detail": WHY}`) per request, in order; `{"ended": PID, "code": CODE}` as each child ends (Popen's
-`returncode`: -N for signal N). The server leaves when its stdin closes (its owner ended or let it go) or its parent
-changes (the owner died while something else held the pipe); it ignores SIGINT, which a Ctrl-C sends the whole
+`returncode`: -N for signal N). The server is killed when its owner dies (PR_SET_PDEATHSIG, even in the middle
+of its imports, so it never holds the owner's stderr open after it), and leaves when its stdin closes (its owner let
+it go) or its parent changes; it ignores SIGINT, which a Ctrl-C sends the whole
 process group: the jobs get it as they always did, and the driver stops them and then the server.
 """
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import importlib
 import json
 import os
@@ -54,6 +57,7 @@ PRELOAD = ("numpy", "torch", "stable_baselines3", "jax", "flax", "sbx", "gymnasi
 """What a job imports before its first step (SBX and JAX are optional: a missing one is skipped)."""
 SINGLE_THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1"}
 """Set in the server before it imports (where the user set nothing): OpenBLAS would start a thread per core."""
+PR_SET_PDEATHSIG = 1
 PARENT_CHECK_S = 1.0
 """How often the server looks whether its owner is still its parent, beside waiting on its stdin."""
 
@@ -169,6 +173,7 @@ class Server:
             return None
         sys.stdout.flush()
         sys.stderr.flush()
+        gc.freeze()  # the imported objects leave the collector's view: a child's collections neither walk nor copy them
         try:
             pid = os.fork()
         except OSError as exc:
@@ -182,6 +187,7 @@ class Server:
 
     def leave_for_child(self) -> None:
         """In the child: drop the server's pipes and handlers (the driver must see EOF when the server goes)."""
+        gc.enable()
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -218,9 +224,13 @@ def become_job(request: Request) -> int:
     return main([request.job])
 
 
-def start() -> int:
-    """The server's main: private copies of the pipes, fd 0 on /dev/null and fd 1 on stderr, then preload and serve."""
+def start(owner: int) -> int:
+    """The server's main: bound to its owner's life, private copies of the pipes, fd 0 on /dev/null and fd 1 on
+    stderr, then preload and serve."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # from the start: a Ctrl-C during the imports is the driver's to handle
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # its owner's death kills it, even mid-import
+    if os.getppid() != owner:
+        return 0  # the owner died before the line above: nobody to serve (its children do not inherit the signal)
     requests, replies = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -228,6 +238,7 @@ def start() -> int:
     os.dup2(2, 1)
     for name, value in SINGLE_THREAD_ENV.items():
         os.environ.setdefault(name, value)
+    gc.disable()  # as the gc module advises for a process that forks without exec: no collections leave holes in its pages
     preload()
     request = Server(requests, replies).serve()
     if request is None:
@@ -236,4 +247,4 @@ def start() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(start())
+    sys.exit(start(int(sys.argv[1])))

@@ -59,7 +59,7 @@ class ForkServer:
 
     def __init__(self, env: dict[str, str]):
         self.settings = import_time_settings(env)
-        self.process = subprocess.Popen([sys.executable, "-m", "text2reward.training.forkserver"], stdin=subprocess.PIPE,
+        self.process = subprocess.Popen([sys.executable, "-m", "text2reward.training.forkserver", str(os.getpid())], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, env=env)
         assert self.process.stdin is not None and self.process.stdout is not None
         self.requests, self.output = self.process.stdin, self.process.stdout
