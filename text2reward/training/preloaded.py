@@ -6,6 +6,8 @@ hundreds of jobs, each then paying ~1 s instead of ~6 s. Why it is restarted whe
 a variable a library reads as it is imported (the BLAS and OpenMP thread counts, JAX's and XLA's settings, MuJoCo's
 GL backend, the library paths): a fresh worker would read the new value; a child of the old server has the old one
 imported already. Every other variable travels with each request and is the child's whole environment.
+The server is bound to the thread that started it (the kernel's parent-death signal follows the thread): where a
+driver starts runs from a short-lived thread, the server ends with that thread and the next job starts another.
 """
 
 from __future__ import annotations
