@@ -10,9 +10,15 @@ training; configurations run in shuffled turns so drift on a shared machine fall
 
     python benchmarks/throughput.py                                   # cpu, n_envs 1 4 16, reach-v3
     python benchmarks/throughput.py --devices cpu cuda --n-envs 1 4 16 --vec dummy subproc --seconds 20
+    python benchmarks/throughput.py --start-latency 5                 # a job's start: fresh process vs fork server
 
 Prints one row per configuration: env steps/s (median over repeats), updates/s, the ratio to the 1-env cpu row,
 and for cuda the peak GPU memory JAX held for the job (what several candidates sharing one GPU must fit in).
+
+`--start-latency N` measures instead what a training job costs before it trains: N jobs started as fresh processes
+and N forked from the launcher's preloaded server (training/forkserver.py), in alternating turns, each through
+`pool.LocalLauncher` as a run starts them: the seconds from `start` to the job's first env step (its env writes the
+moment, through a task file that wraps the task's env), and to the job's end (a 200-step job, no analysis).
 """
 
 from __future__ import annotations
@@ -80,6 +86,78 @@ def run_config(args: argparse.Namespace, n_envs: int, vec: str, device: str, upd
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+FIRST_STEP_TASK = """
+import dataclasses, os, time
+import gymnasium as gym
+from sim_envs import get_task
+
+BASE = get_task({task!r})
+
+
+class FirstStepMarker(gym.Wrapper):
+    \"\"\"Writes the wall-clock moment of the first step to $T2R_BENCH_FIRST_STEP (once).\"\"\"
+
+    def step(self, action):
+        path = os.environ.get("T2R_BENCH_FIRST_STEP")
+        if path and not os.path.exists(path):
+            with open(path, "w") as handle:
+                handle.write(repr(time.time()))
+        return self.env.step(action)
+
+
+def make(*args, **kwargs):
+    return FirstStepMarker(BASE.env_factory(*args, **kwargs))
+
+
+MARKED = dataclasses.replace(BASE, id="bench/first-step", env_factory=make)
+"""
+
+
+def start_latency(task_id: str, repeats: int) -> dict[str, Any]:
+    """Start `repeats` tiny jobs each way, alternating; the seconds to each job's first env step and to its end."""
+    import tempfile
+    from pathlib import Path
+
+    from policies.config import TrainConfig
+    from text2reward.training.job import TrainJob
+    from text2reward.training.pool import LocalLauncher
+    from text2reward.training.preloaded import fork_server
+
+    root = Path(tempfile.mkdtemp(prefix="t2r-start-latency-"))
+    task_file = root / "first_step_task.py"
+    task_file.write_text(FIRST_STEP_TASK.format(task=task_id))
+    said: list[str] = []
+    started = time.perf_counter()
+    fork_server(said.append)  # a run starts its server once, before its first job: its own cost, reported apart
+    server_start = time.perf_counter() - started
+    times: dict[str, dict[str, list[float]]] = {way: {"first_step": [], "end": []} for way in ("fresh", "preloaded")}
+    for turn in range(repeats):
+        for way in (("fresh", "preloaded") if turn % 2 == 0 else ("preloaded", "fresh")):
+            out = root / f"{way}{turn}"
+            out.mkdir()
+            job = TrainJob(train=TrainConfig(task_id="bench/first-step", out_dir=out / "train", reward="expert", steps=200,
+                                             eval_freq=100, eval_episodes=1, overrides={"learning_starts": 50, "batch_size": 32}),
+                           task_file=str(task_file), analysis_episodes=0)
+            job.write()
+            launcher = LocalLauncher(said.append, preload=way == "preloaded")
+            os.environ["T2R_BENCH_FIRST_STEP"] = str(out / "first_step")
+            begun = time.time()
+            launcher.start(0, job)
+            ended = []
+            while not ended:
+                ended = launcher.collect()
+                time.sleep(0.05)
+            done = time.time()
+            ok = ended[0][1].ok
+            first = float((out / "first_step").read_text()) if (out / "first_step").is_file() else float("nan")
+            times[way]["first_step"].append(first - begun)
+            times[way]["end"].append(done - begun)
+            print(f"# {way} turn {turn}: first step {first - begun:.2f} s, end {done - begun:.2f} s, ok {ok}", flush=True)
+    return {"server_start_s": server_start, "said": said,
+            **{f"{way}_{what}_s": statistics.median(values) for way, kinds in times.items() for what, values in kinds.items()},
+            "runs": times}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -94,9 +172,22 @@ def main() -> None:
     parser.add_argument("--net", type=int, default=128, help="hidden width of SAC's two layers")
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--json", help="also write the rows here")
+    parser.add_argument("--start-latency", type=int, metavar="N",
+                        help="measure N job starts each way (fresh process, fork server) instead of throughput")
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(**json.loads(args.child))))
+        return
+    if args.start_latency:
+        result = start_latency(args.task, args.start_latency)
+        print(f"\n{args.task}, 200-step jobs, {os.cpu_count()} cores, median of {args.start_latency} each way; fork server "
+              f"ready {result['server_start_s']:.1f} s after it was asked for")
+        print(f"{'start':<10} {'to first step (s)':>18} {'to end (s)':>11}")
+        for way in ("fresh", "preloaded"):
+            print(f"{way:<10} {result[f'{way}_first_step_s']:>18.2f} {result[f'{way}_end_s']:>11.2f}")
+        if args.json:
+            with open(args.json, "w") as handle:
+                json.dump(result, handle, indent=1)
         return
 
     configs = [(n, vec, device, updates) for device in args.devices for updates in args.updates for vec in args.vec

@@ -47,17 +47,30 @@ def get_algorithm(name: str) -> Algorithm:
 
 
 def configure_jax(threads: int) -> None:
-    """Settings XLA reads once, when JAX is first imported, so this must run before that:
+    """Settings XLA reads once, when JAX builds its backend (the first `jax.devices()`, array or compiled call: not
+    its import, so a worker forked from the training fork server, which imported JAX, still takes them):
     - its CPU backend uses every core by default; W workers on a small machine would fight over them;
     - on a GPU it takes 75% of the memory up front, so a second worker on the same GPU would fail to
       allocate: it allocates as it goes instead, as torch does.
     A value the user set in the environment wins."""
-    if "jax" in sys.modules:
+    if jax_backend_built():
         return
     flags = os.environ.get("XLA_FLAGS", "")
     if threads == 1 and "multi_thread_eigen" not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1".strip()
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+
+def jax_backend_built() -> bool:
+    """Whether JAX has built its backend in this process (False where JAX is not imported; True where unsure)."""
+    if "jax" not in sys.modules:
+        return False
+    try:
+        from jax._src import xla_bridge  # already imported with jax; no public API says whether a backend exists
+    except ImportError:
+        return True  # a JAX laid out otherwise: assume the worst, as before (settings too late)
+    built = getattr(xla_bridge, "backends_are_initialized", None)
+    return bool(built()) if built is not None else True
 
 
 def algorithm_class(name: str) -> Any:

@@ -503,6 +503,42 @@ def test_run_worker_contains_the_candidate(mechanism, sentinel, tmp_path):
     assert_host_untouched(sentinel, done.stdout, done.stderr, error)
 
 
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_a_training_job_forked_by_the_fork_server_contains_the_candidate(mechanism, sentinel, tmp_path, monkeypatch):
+    """The attack of `test_run_worker_contains_the_candidate`, in a job the local launcher forks from its preloaded
+    server (training/forkserver.py) rather than a fresh `python -m text2reward.training.job`: jailed exactly as before."""
+    from text2reward.runs.statuses import FailureCause
+    from text2reward.training.job import TrainJob
+    from text2reward.training.pool import LocalLauncher
+
+    body = ('attempt(results, "w", lambda: real.open(TARGET + "/worker", "w").write("x"))\n'
+            'attempt(results, "kill", lambda: os.kill(SIBLING, 9))\n'
+            'return float("nan"), {"forward": 0.0}')
+    (tmp_path / "candidate.py").write_text(fill(BOMB.replace("BODY", "results = {}\n        " + body.replace("\n", "\n        ")), sentinel))
+    job = TrainJob.from_dict({"task_id": TRAIN_TASK, "out_dir": str(tmp_path / "job"), "reward": "code",
+                              "code_path": str(tmp_path / "candidate.py"), "steps": 256, "eval_freq": 128, "eval_episodes": 1,
+                              "overrides": TINY_PPO, "analysis_episodes": 0})
+    (tmp_path / "job").mkdir()
+    job.write()
+    monkeypatch.setenv("T2R_SANDBOX_HIDE", OTHER[mechanism])  # travels with the fork request: the child's environment
+    said: list[str] = []
+    launcher = LocalLauncher(said.append)
+    launcher.start(0, job)
+    assert 0 in launcher.forked and not said, said
+    ended: list = []
+    deadline = time.monotonic() + 300
+    while not ended and time.monotonic() < deadline:
+        ended = launcher.collect()
+        time.sleep(0.2)
+    ((_, outcome),) = ended
+    assert not outcome.ok and outcome.cause == FailureCause.REWARD, outcome.reason
+    error = json.loads((tmp_path / "job" / "error.json").read_text())
+    assert "the total is nan" in error["reason"]
+    assert json.loads((tmp_path / "job" / "train" / "result.json").read_text())["reward_failure"]
+    assert mechanism in json.loads((tmp_path / "job" / "train" / "result.json").read_text())["reward_isolation"]
+    assert_host_untouched(sentinel, (tmp_path / "job" / "worker.log").read_text(), "", error)
+
+
 # --- fail closed ---
 
 REFUSED = "refusing to run model-written code: no sandbox passed its self-test"

@@ -98,10 +98,15 @@ def executor_spec(name: str) -> ExecutorSpec:
 
 
 def _open_local(settings: ExecutorSettings, resources: ExitStack, say: Say) -> JobRunner:
+    """Jobs forked from this driver's fork server (training/preloaded.py), started now so that its imports overlap the
+    round's generation and checks."""
     from text2reward.training.pool import run_jobs  # the pool loads the worker's code (gymnasium, SB3's helpers): not at `t2r` start
+    from text2reward.training.preloaded import warm_up  # with the pool, only when a run opens its executor
+
+    warm_up()
 
     def runner(jobs: list[TrainJob], **options: Any) -> list[JobOutcome]:
-        return run_jobs(jobs, settings.workers, **options)
+        return run_jobs(jobs, settings.workers, say=say, **options)
 
     return runner
 

@@ -38,6 +38,8 @@ DONE_FILE = "done.json"
 ERROR_FILE = "error.json"
 PID_FILE = "worker.pid"
 PROGRESS_FILE = "progress.json"
+WORKER_LOG = "worker.log"
+"""The worker's stdout and stderr (its own, SB3's, the jail's)."""
 FINAL_MODEL_FILE = "final_model.zip"
 """The final policy, kept beside model.zip when the peak checkpoint was better beyond noise and became model.zip."""
 

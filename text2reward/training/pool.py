@@ -19,14 +19,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 from policies.curve import CurvePoint
 from policies.io import write_json_atomic
 from text2reward.runs.records import DoneRecord, JobError, RecordError, read
 from text2reward.runs.statuses import FailureCause
 from text2reward.training.early_stop import EarlyStopper
-from text2reward.training.job import DONE_FILE, ERROR_FILE, JOB_FILE, PID_FILE, PROGRESS_FILE, TrainJob
+from text2reward.training.job import DONE_FILE, ERROR_FILE, JOB_FILE, PID_FILE, PROGRESS_FILE, WORKER_LOG, TrainJob
+from text2reward.training.preloaded import ForkServer, ServerGone, fork_server, job_environment
+
+Say = Callable[[str], None]
 
 
 @dataclass
@@ -187,40 +190,69 @@ def schedule(
 
 
 def running_worker(job: TrainJob) -> int | None:
-    """The pid of a live worker process already training `job` (named by its folder's worker.pid and running this
-    job's file), or None. Why: a driver killed outright leaves its workers training; a resumed run adopts them rather
-    than starting a second writer on the same folder."""
+    """The pid of a live worker process already training `job` (named by its folder's worker.pid, and writing to this
+    job's worker.log), or None. Why: a driver killed outright leaves its workers training; a resumed run adopts them
+    rather than starting a second writer on the same folder."""
     out = Path(job.out_dir)
     try:
         pid = int((out / PID_FILE).read_text())
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        job_file = Path(os.readlink(f"/proc/{pid}/cwd"), command[-2] if command[-1] == "" else command[-1])
-    except (OSError, ValueError, IndexError):
+    except (OSError, ValueError):
         return None
-    ours = "text2reward.training.job" in command and os.path.realpath(job_file) == os.path.realpath(out / JOB_FILE)
-    return pid if ours and state not in ("Z", "X") else None
+    return pid if _is_worker(pid, out) else None
+
+
+def _is_worker(pid: int, out: Path) -> bool:
+    """Whether `pid` is alive and the worker of the job in `out`: its stdout is that job's worker.log. Why its stdout,
+    not its command line: a worker forked by the fork server has the server's command line, a fresh one the job's;
+    both write to their job's log, and no other process does."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        stdout = os.readlink(f"/proc/{pid}/fd/1")
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X") and os.path.realpath(stdout) == os.path.realpath(out / WORKER_LOG)
+
+
+def _say_on_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def _how(code: int) -> str:
+    return f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
 
 
 class LocalLauncher:
-    """One `python -m text2reward.training.job` process per job on this machine; its output goes to worker.log.
-    A job whose worker from an earlier driver still runs is adopted: watched by its pid until it ends."""
+    """One process per job on this machine: forked from the driver's fork server, which has the heavy libraries
+    imported already (training/forkserver.py, preloaded.py: the job's first step ~1 s after its start instead of ~6 s),
+    or, where the server is switched off (`T2R_FORKSERVER=0`, `preload=False`) or cannot serve, a fresh
+    `python -m text2reward.training.job`. Either way the job is a process of its own whose output goes to worker.log,
+    whose pid is in worker.pid, and whose exit status is reported as a `Popen`'s would be. A job whose worker from an
+    earlier driver still runs is adopted: watched by its pid until it ends."""
 
-    def __init__(self) -> None:
-        self.processes: dict[int, tuple[TrainJob, subprocess.Popen, IO[str]]] = {}
+    def __init__(self, say: Say | None = None, preload: bool = True) -> None:
+        self.processes: dict[int, tuple[TrainJob, subprocess.Popen]] = {}
+        self.forked: dict[int, tuple[TrainJob, ForkServer, int]] = {}
         self.adopted: dict[int, tuple[TrainJob, int]] = {}
+        self.say = say or _say_on_stderr
+        self.preload = preload
 
     def start(self, index: int, job: TrainJob) -> None:
         pid = running_worker(job)
         if pid is not None:
             self.adopted[index] = (job, pid)
             return
-        log = open(Path(job.out_dir) / "worker.log", "w")  # noqa: SIM115 (closed when the job ends)
-        process = subprocess.Popen(
-            [sys.executable, "-m", "text2reward.training.job", str(Path(job.out_dir) / JOB_FILE)],
-            stdout=log, stderr=subprocess.STDOUT,
-        )
-        self.processes[index] = (job, process, log)
+        job_file, log = str(Path(job.out_dir) / JOB_FILE), str(Path(job.out_dir) / WORKER_LOG)
+        server = fork_server(self.say) if self.preload else None
+        if server is not None:
+            try:
+                self.forked[index] = (job, server, server.fork(job_file, log))
+                return
+            except (ServerGone, ValueError) as exc:
+                self.say(f"training job {job.out_dir} starts as a fresh process: {exc}")
+        with open(log, "w") as output:  # the worker holds its own copy
+            process = subprocess.Popen([sys.executable, "-m", "text2reward.training.job", job_file], stdout=output,
+                                       stderr=subprocess.STDOUT, env=job_environment())
+        self.processes[index] = (job, process)
 
     def collect(self) -> list[tuple[int, JobOutcome]]:
         ended = []
@@ -228,14 +260,22 @@ class LocalLauncher:
             if running_worker(job) != pid:
                 del self.adopted[index]
                 ended.append((index, job_outcome(job, f"left running by an earlier driver (pid {pid}) ended")))
-        for index, (job, process, log) in list(self.processes.items()):
+        for index, (job, server, pid) in list(self.forked.items()):
+            code = server.returncode(pid)
+            if code is not None:
+                how = _how(code)
+            elif not server.alive() and not _is_worker(pid, Path(job.out_dir)):
+                how = f"(pid {pid}) ended after its fork server had stopped, its exit status unseen,"
+            else:
+                continue
+            del self.forked[index]
+            ended.append((index, job_outcome(job, how)))
+        for index, (job, process) in list(self.processes.items()):
             code = process.poll()
             if code is None:
                 continue
             del self.processes[index]
-            log.close()
-            how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
-            ended.append((index, job_outcome(job, how)))
+            ended.append((index, job_outcome(job, _how(code))))
         return ended
 
     def mirror(self) -> None:
@@ -245,9 +285,14 @@ class LocalLauncher:
         return None
 
     def abort(self) -> None:
-        for _, process, log in self.processes.values():
+        for _, process in self.processes.values():
             process.kill()
-            log.close()
+            process.wait()
+        for job, server, pid in self.forked.values():
+            # a child the live server has not reported ended is unreaped: its pid cannot have been reused
+            if server.returncode(pid) is None and (server.alive() or _is_worker(pid, Path(job.out_dir))):
+                os.kill(pid, signal.SIGKILL)
+        self.forked.clear()
         for job, pid in self.adopted.values():
             if running_worker(job) == pid:
                 os.kill(pid, signal.SIGKILL)
@@ -260,6 +305,7 @@ def run_jobs(
     on_poll: Callable[[], None] | None = None,
     early_stopper: EarlyStopper | None = None,
     names: list[str] | None = None,
+    say: Say | None = None,
 ) -> list[JobOutcome]:
     """Run jobs in local worker processes, at most `workers` at a time; finished jobs (done.json present) are not rerun.
 
@@ -267,4 +313,4 @@ def run_jobs(
     `early_stopper`, every evaluation a worker publishes is fed to it (by `names`, e.g. candidate ids), and
     a job it judges clearly behind gets its stop file: it stops within a few dozen steps and finishes
     normally with its partial result, freeing the worker for the next queued job."""
-    return schedule(jobs, workers, LocalLauncher(), on_done=on_done, on_poll=on_poll, early_stopper=early_stopper, names=names)
+    return schedule(jobs, workers, LocalLauncher(say), on_done=on_done, on_poll=on_poll, early_stopper=early_stopper, names=names)

@@ -37,7 +37,7 @@ from policies.io import current_umask, write_json_atomic, write_text_atomic
 from text2reward.errors import ConfigError
 from text2reward.runs.statuses import FailureCause
 from text2reward.training.early_stop import EarlyStopper
-from text2reward.training.job import DONE_FILE, ERROR_FILE, JOB_FILE, PID_FILE, PROGRESS_FILE, TRAIN_DIR, TrainJob, execute
+from text2reward.training.job import DONE_FILE, ERROR_FILE, JOB_FILE, PID_FILE, PROGRESS_FILE, TRAIN_DIR, WORKER_LOG, TrainJob, execute
 from text2reward.training.pool import JobOutcome, job_outcome, job_progress, schedule
 
 LOOPBACK = "127.0.0.1"
@@ -50,7 +50,6 @@ REPORT_PERIOD_S = 0.1
 """How often a running task looks at its progress file (it posts only changes) and its pending stop request."""
 STOP_POLL_S = 10.0
 """How long one pending `wait_stop` call waits on the board before the task asks again."""
-WORKER_LOG = "worker.log"
 FORWARDED_ENV = ("MUJOCO_GL",)
 """The driver's environment a task takes with it (with every T2R_* variable): rendering and sandbox settings."""
 RAY_MISSING = "--executor ray needs Ray, an optional extra: pip install -e '.[ray]'"

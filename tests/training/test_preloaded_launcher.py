@@ -1,0 +1,165 @@
+"""The training fork server (training/forkserver.py, preloaded.py) through the local launcher: a job forked from it
+trains as a fresh worker does, crashes and kills cost only the job, a dead server is replaced, and the server never
+outlives the process that started it. Real processes and real training throughout; waits are bounded, never timed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from polling import wait_for
+
+from policies.config import TrainConfig
+from text2reward.training.job import ERROR_FILE, JOB_FILE, PID_FILE, TrainJob
+from text2reward.training.pool import JobOutcome, LocalLauncher
+from text2reward.training.preloaded import fork_server
+
+BOUND = 600.0
+"""Seconds a job or a process may take to do what the test waits for on a loaded machine: a bound, not a timing."""
+
+
+def tiny_job(out: Path, steps: int = 200, seed: int = 0, task_id: str = "fetch/reach") -> TrainJob:
+    return TrainJob(train=TrainConfig(task_id=task_id, out_dir=out / "train", reward="sparse", steps=steps, seed=seed,
+                                      eval_freq=100, eval_episodes=2, overrides={"learning_starts": 50, "batch_size": 32}),
+                    analysis_episodes=0)
+
+
+def start(launcher: LocalLauncher, job: TrainJob, index: int = 0) -> None:
+    """What `pool.schedule` does before it starts a job: its folder and its job.json."""
+    Path(job.out_dir).mkdir(parents=True, exist_ok=True)
+    job.write()
+    launcher.start(index, job)
+
+
+def outcome_of(launcher: LocalLauncher, index: int = 0) -> JobOutcome:
+    found: dict[int, JobOutcome] = {}
+
+    def ended() -> bool:
+        found.update(launcher.collect())
+        return index in found
+
+    wait_for(ended, BOUND, f"job {index} to end")
+    return found[index]
+
+
+def parent_of(pid: int) -> int:
+    return int(next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("PPid:")).split()[1])
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_job_forked_from_the_server_trains_like_a_fresh_one(tmp_path):
+    """Same seed, same settings: the forked job's curve, returns and final evaluation equal a fresh worker's."""
+    said: list[str] = []
+    fresh, forked = LocalLauncher(said.append, preload=False), LocalLauncher(said.append)
+    start(fresh, tiny_job(tmp_path / "fresh", seed=3))
+    fresh_outcome = outcome_of(fresh)
+    start(forked, tiny_job(tmp_path / "forked", seed=3))
+    (job, server, pid) = forked.forked[0]
+    assert parent_of(pid) == server.pid, "the job is a child of the fork server"
+    forked_outcome = outcome_of(forked)
+    assert not said, said
+    assert fresh_outcome.ok and forked_outcome.ok, (fresh_outcome.reason, forked_outcome.reason)
+    a, b = fresh_outcome.record["result"], forked_outcome.record["result"]  # type: ignore[index]
+    keys = ("steps", "success_rate", "mean_return", "std_return")
+    assert [{k: p.get(k) for k in keys} for p in a["curve"]] == [{k: p.get(k) for k in keys} for p in b["curve"]]
+    assert a["final_eval"] == b["final_eval"] and a["success_rate"] == b["success_rate"]
+    assert "Traceback" not in (tmp_path / "forked" / "worker.log").read_text()
+
+
+def test_the_server_forks_from_one_thread_with_the_libraries_imported_and_no_jax_backend():
+    server = fork_server(lambda line: None)
+    assert server is not None
+    assert len(os.listdir(f"/proc/{server.pid}/task")) == 1, "one thread: nothing started a pool before the fork"
+    maps = Path(f"/proc/{server.pid}/maps").read_text()
+    assert "libtorch" in maps and "mujoco" in maps, "the heavy libraries are loaded in the server"
+    assert server.wait_ready()["jax_backend"] is False and server.wait_ready()["threads"] == 1
+
+
+def test_crashed_and_killed_jobs_cost_only_themselves(tmp_path):
+    said: list[str] = []
+    server = fork_server(said.append)
+    assert server is not None
+    launcher = LocalLauncher(said.append)
+    start(launcher, tiny_job(tmp_path / "crash", task_id="metaworld/no-such-task-v3"))
+    crashed = outcome_of(launcher)
+    assert not crashed.ok and "no-such-task" in json.loads((tmp_path / "crash" / ERROR_FILE).read_text())["reason"]
+    start(launcher, tiny_job(tmp_path / "killed", steps=100_000), index=1)
+    pid_file = tmp_path / "killed" / PID_FILE
+    pid = wait_for(lambda: pid_file.is_file() and pid_file.read_text().isdigit() and int(pid_file.read_text()), BOUND, "the worker's pid")
+    os.kill(pid, signal.SIGKILL)
+    killed = outcome_of(launcher, 1)
+    assert killed.interrupted and "killed by signal 9" in (killed.reason or ""), killed.reason
+    assert server.alive() and fork_server(said.append) is server, "the server outlives its jobs' deaths"
+    start(launcher, tiny_job(tmp_path / "after"), index=2)
+    assert outcome_of(launcher, 2).ok and not said, said
+
+
+def test_a_dead_server_is_replaced_and_the_launcher_says_so(tmp_path):
+    said: list[str] = []
+    old = fork_server(said.append)
+    assert old is not None
+    os.kill(old.pid, signal.SIGKILL)
+    wait_for(lambda: not old.alive(), BOUND, "the server's end to be seen")
+    launcher = LocalLauncher(said.append)
+    start(launcher, tiny_job(tmp_path / "job"))
+    assert launcher.forked[0][1].pid != old.pid
+    assert any(f"fork server (pid {old.pid}) ended; starting another" in line for line in said), said
+    assert outcome_of(launcher).ok
+
+
+DRIVER = """
+import sys
+from pathlib import Path
+from policies.config import TrainConfig
+from text2reward.training.job import TrainJob
+from text2reward.training.pool import LocalLauncher
+out = Path(sys.argv[1])
+job = TrainJob(train=TrainConfig(task_id="fetch/reach", out_dir=out / "train", reward="sparse", steps=1_000_000, eval_freq=100,
+                                 eval_episodes=1, overrides={"learning_starts": 50, "batch_size": 32}), analysis_episodes=0)
+out.mkdir(parents=True)
+job.write()
+launcher = LocalLauncher()
+launcher.start(0, job)
+(_, server, pid) = launcher.forked[0]
+print(server.pid, pid, flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize("how", ["killed", "exits"])
+def test_the_server_never_outlives_its_driver_and_a_training_job_lives_on(tmp_path, how):
+    """SIGKILL or a plain exit of the driver: the server leaves at once, even while a job it forked trains; the job goes
+    on (a resumed run adopts it, as it adopts a fresh worker: `pool.running_worker`)."""
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path / "job")], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2])
+    server_pid, job_pid = (int(word) for word in driver.stdout.readline().split())  # type: ignore[union-attr]
+    try:
+        assert alive(server_pid) and alive(job_pid)
+        if how == "killed":
+            driver.kill()
+        else:
+            driver.stdin.close()  # type: ignore[union-attr]
+        driver.wait(BOUND)
+        wait_for(lambda: not alive(server_pid), BOUND, "the server to leave with its driver")
+        assert alive(job_pid), "the job keeps training"
+        job = TrainJob.from_dict(json.loads((tmp_path / "job" / JOB_FILE).read_text()))
+        from text2reward.training.pool import running_worker
+
+        assert wait_for(lambda: running_worker(job), BOUND, "the job's pid file") == job_pid, "a resumed run adopts it"
+    finally:
+        for pid in (job_pid, server_pid):
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        driver.kill()
