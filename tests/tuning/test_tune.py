@@ -160,17 +160,18 @@ def test_the_tie_breaker_never_outweighs_one_success_step():
         worst_with_more_success = objective(CurvePoint(steps=1, success_rate=step, mean_native_return=-1e9), episodes)
         best_with_less = objective(CurvePoint(steps=1, success_rate=0.0, mean_native_return=1e9), episodes)
         assert worst_with_more_success > best_with_less
-        assert objective({"success_rate": step, "mean_progress": 0.0}, episodes) > objective({"success_rate": 0.0, "mean_progress": 1.0}, episodes)
+        assert (objective(CurvePoint(steps=1, success_rate=step, mean_progress=0.0), episodes)
+                > objective(CurvePoint(steps=1, success_rate=0.0, mean_progress=1.0), episodes))
 
 
 def test_among_equal_success_progress_toward_the_rule_decides_not_the_native_return():
     """The tuner's tie-break is the ranking's (policies.score): progress measured by the task's own rule; the native
     return only speaks for evaluations that did not measure progress."""
-    closer = {"success_rate": 0.0, "mean_progress": 0.6, "mean_native_return": 10.0}
-    richer = {"success_rate": 0.0, "mean_progress": 0.2, "mean_native_return": 4000.0}
+    closer = CurvePoint(steps=1, success_rate=0.0, mean_progress=0.6, mean_native_return=10.0)
+    richer = CurvePoint(steps=1, success_rate=0.0, mean_progress=0.2, mean_native_return=4000.0)
     assert objective(closer, 5) > objective(richer, 5)
-    older = {"success_rate": 0.0, "mean_native_return": 4000.0}
-    assert objective(older, 5) > objective({"success_rate": 0.0, "mean_native_return": 10.0}, 5)
+    older = CurvePoint(steps=1, success_rate=0.0, mean_native_return=4000.0)
+    assert objective(older, 5) > objective(CurvePoint(steps=1, success_rate=0.0, mean_native_return=10.0), 5)
 
 
 def test_a_trial_scores_the_area_under_its_success_curve():
