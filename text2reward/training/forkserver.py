@@ -219,7 +219,7 @@ def become_job(request: Request) -> int:
     import numpy as np  # preloaded
 
     np.random.seed()  # the global generator, from the OS as in a fresh process (Python's `random` reseeds itself at fork)
-    from text2reward.training.job import main
+    from text2reward.training.job import main  # preloaded before the fork: already in sys.modules
 
     return main([request.job])
 
