@@ -100,11 +100,14 @@ def train_once(reward: Reward, seed: int, steps: int, out: Path, hp: Sequence[st
     """`t2r train` on one seed (the reward jailed, the full budget); an existing result.json is read, not retrained."""
     folder = out / reward.task.replace("/", "__") / f"{reward.label.replace(' ', '_')}-{_digest(reward.code)}" / f"seed{seed}-{steps}"
     result_file = folder / "result.json"
-    if not result_file.exists():
+    interrupted = result_file.exists() and json.loads(result_file.read_text()).get("interrupted") is True
+    if interrupted or not result_file.exists():
         command = [sys.executable, "-m", "text2reward.cli", "train", "--task", reward.task, "--reward", str(reward.code),
                    "--steps", str(steps), "--seed", str(seed), "--out", str(folder)]
         for item in hp:
             command += ["--hp", item]
+        if interrupted:  # a Ctrl-C (or SIGTERM) stopped it: go on from its checkpoint with its own settings
+            command = [sys.executable, "-m", "text2reward.cli", "train", "--resume", str(folder)]
         done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
         if done.returncode != 0 or not result_file.exists():
             tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
