@@ -114,7 +114,7 @@ ATTACKS = {
     ),
     # the attack on the trusted path: find the live simulator through gc and move the goal onto the gripper
     "gc_reaches_no_simulator": (
-        'gc = os.sys.modules["gc"]\n'
+        'gc = os.sys.modules["gc"] if "gc" in os.sys.modules else real.__import__("gc")\n'  # the jail may not have loaded it
         'mujoco, gym = os.sys.modules.get("mujoco"), os.sys.modules.get("gymnasium")\n'
         'kinds = tuple(k for k in (real.getattr(mujoco, "MjData", None), real.getattr(mujoco, "MjModel", None), real.getattr(gym, "Env", None)) if k)\n'
         'found = [o for o in gc.get_objects() if kinds and real.isinstance(o, kinds)]\n'
