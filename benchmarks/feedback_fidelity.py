@@ -40,9 +40,9 @@ from sim_envs.registry import get_task, list_tasks  # noqa: E402
 from sim_envs.scale_hints import RESETS, scale_hints  # noqa: E402
 from sim_envs.scene_features import scene_facts  # noqa: E402
 from sim_envs.task import Task  # noqa: E402
-from text2reward.feedback.trajectory import FELL_M, LIFTED_M, MOVED_M, NEAR_M, episode_facts  # noqa: E402
+from text2reward.feedback.trajectory import FELL_M, LIFTED_M, MOVED_M, NEAR_M, PROGRESS_M, direction_facts, episode_facts  # noqa: E402
 
-THRESHOLDS = {"MOVED_M": MOVED_M, "LIFTED_M": LIFTED_M, "NEAR_M": NEAR_M, "FELL_M": FELL_M}
+THRESHOLDS = {"MOVED_M": MOVED_M, "LIFTED_M": LIFTED_M, "NEAR_M": NEAR_M, "FELL_M": FELL_M, "PROGRESS_M": PROGRESS_M}
 UNCHECKED_PREFIX = "foot_"
 """Ant's foot heights: the view's own capsule-tip geometry, which no recomputation here covers (counted apart)."""
 
@@ -111,6 +111,7 @@ def score_hints(task: Task, hints: dict[str, list[float]], score: Score) -> None
 def score_rollout(task: Task, rollout: Rollout, score: Score) -> None:
     """Every analysis fact, the first view's tracked points and each `init_position` of one rollout."""
     stated, truth = episode_facts(rollout.views, rollout.scene), true_facts(task, rollout, THRESHOLDS)
+    stated |= direction_facts(stated)  # the signs the contrast counts per episode
     for key, value in stated.items():
         if key.startswith(UNCHECKED_PREFIX):
             score.unchecked += 1

@@ -264,6 +264,9 @@ def _true_manipulation(track: dict[str, np.ndarray], views: list[Any], threshold
         if goal is not None:
             d = _dist(obj, goal)
             facts.update({f"{key}_goal_start": d[0], f"{key}_goal_min": d.min(), f"{key}_goal_final": d[-1]})
+            if "PROGRESS_M" in thresholds:  # the direction of progress: ended nearer the goal, or farther
+                facts.update({f"{key}_goal_closer": bool(d[-1] - d[0] < -thresholds["PROGRESS_M"]),
+                              f"{key}_goal_farther": bool(d[-1] - d[0] > thresholds["PROGRESS_M"])})
     return facts
 
 

@@ -22,10 +22,20 @@ from sim_envs.ground_truth import Recomputer, Rollout, record, tolerance, true_f
 from sim_envs.object_facts import measure_object_facts, shipped_object_facts, tracked_points
 from sim_envs.scale_hints import RESETS, scale_hints
 from sim_envs.task import Task
-from text2reward.feedback.trajectory import FELL_M, LIFTED_M, MOVED_M, NEAR_M, describe_behaviour, episode_facts, trajectory_analysis
+from text2reward.feedback.trajectory import (
+    FELL_M,
+    LIFTED_M,
+    MOVED_M,
+    NEAR_M,
+    PROGRESS_M,
+    describe_behaviour,
+    direction_facts,
+    episode_facts,
+    trajectory_analysis,
+)
 from text2reward.generation.prompting import build_initial_messages
 
-THRESHOLDS = {"MOVED_M": MOVED_M, "LIFTED_M": LIFTED_M, "NEAR_M": NEAR_M, "FELL_M": FELL_M}
+THRESHOLDS = {"MOVED_M": MOVED_M, "LIFTED_M": LIFTED_M, "NEAR_M": NEAR_M, "FELL_M": FELL_M, "PROGRESS_M": PROGRESS_M}
 SCRIPTED_STEPS = 80
 RANDOM_STEPS = 25
 UNCHECKED = re.compile(r"^foot_")
@@ -128,6 +138,7 @@ def test_every_stated_fact_matches_the_simulator(family: str):
         problems = _hint_mismatches(task)
         for rollout in _rollouts(task):
             stated = episode_facts(rollout.views, rollout.scene)
+            stated |= direction_facts(stated)  # the signs the contrast counts per episode
             problems += _mismatches(task, stated, true_facts(task, rollout, THRESHOLDS))
             problems += _start_mismatches(task, rollout)
             checked += len(stated)

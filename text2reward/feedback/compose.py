@@ -23,9 +23,9 @@ from policies.stats import PAIRED_ALPHA, Rate, mcnemar_exact
 from sim_envs.task import Task
 from text2reward.feedback.reflection import reflection_tips, reward_reflection
 from text2reward.feedback.trajectory import (
-    PROGRESS_M,
     _label,
     describe_behaviour,
+    direction_facts,
     episode_facts,
     episode_scene,
     is_scene_flag,
@@ -145,11 +145,7 @@ def mean_facts(task: Task, episodes: Sequence[Any]) -> dict[str, float]:
     for episode in episodes:
         views = list(getattr(episode, "views", episode))
         facts = episode_facts(views, episode_scene(episode))
-        for key in ("object", "object2"):  # signed progress per episode: the contrast says how many ended nearer
-            if f"{key}_goal_start" in facts:
-                change = float(facts[f"{key}_goal_final"]) - float(facts[f"{key}_goal_start"])
-                facts[f"{key}_goal_closer"] = change < -PROGRESS_M
-                facts[f"{key}_goal_farther"] = change > PROGRESS_M
+        facts |= direction_facts(facts)  # signed progress per episode: the contrast says how many ended nearer
         for key, value in facts.items():
             values.setdefault(key, []).append(float(value))
         if hasattr(episode, "success"):

@@ -177,6 +177,18 @@ def _locomotion_facts(views: list[Any]) -> dict[str, float | bool]:
     return facts
 
 
+def direction_facts(facts: dict[str, float | bool]) -> dict[str, bool]:
+    """Whether each object ended nearer the goal than it started, or farther (by more than `PROGRESS_M` either way),
+    from an episode's stated start and final distances: the per-episode signs the contrast counts."""
+    signs: dict[str, bool] = {}
+    for key in ("object", "object2"):
+        if f"{key}_goal_start" in facts and f"{key}_goal_final" in facts:
+            change = float(facts[f"{key}_goal_final"]) - float(facts[f"{key}_goal_start"])
+            signs[f"{key}_goal_closer"] = change < -PROGRESS_M
+            signs[f"{key}_goal_farther"] = change > PROGRESS_M
+    return signs
+
+
 def episode_facts(views: Sequence[Any], scene: Sequence[SceneFeature] = ()) -> dict[str, float | bool]:
     """Named numbers (metres, m/s, rad) and yes/no facts about one rollout, by what its views hold; with the
     episode's fixed features (`scene`), where its objects ended relative to them."""
