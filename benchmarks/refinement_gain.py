@@ -43,6 +43,7 @@ from pathlib import Path
 from scipy import stats
 from timing import parse_steps
 
+from policies.checkpoint import checkpoint_path
 from policies.score import score_of
 from policies.stats import Rate
 from text2reward.runs.records import ResultFile, read
@@ -100,7 +101,8 @@ def train_once(reward: Reward, seed: int, steps: int, out: Path, hp: Sequence[st
     """`t2r train` on one seed (the reward jailed, the full budget); an existing result.json is read, not retrained."""
     folder = out / reward.task.replace("/", "__") / f"{reward.label.replace(' ', '_')}-{_digest(reward.code)}" / f"seed{seed}-{steps}"
     result_file = folder / "result.json"
-    interrupted = result_file.exists() and json.loads(result_file.read_text()).get("interrupted") is True
+    interrupted = (json.loads(result_file.read_text()).get("interrupted") is True if result_file.exists()
+                   else checkpoint_path(folder).is_file())  # stopped before it could write a result: its checkpoint
     if interrupted or not result_file.exists():
         command = [sys.executable, "-m", "text2reward.cli", "train", "--task", reward.task, "--reward", str(reward.code),
                    "--steps", str(steps), "--seed", str(seed), "--out", str(folder)]
