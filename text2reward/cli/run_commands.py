@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from policies.formatting import format_seconds, format_success
+from policies.stats import Rate
 from text2reward.cli.shared import (
     DEFAULT_RUNS_DIR,
     Column,
@@ -54,8 +55,7 @@ def runs_list(ctx: typer.Context, runs_dir: RunsDirOption = DEFAULT_RUNS_DIR, as
         if r.get("damaged"):
             lines.append([r["run_id"], "-", "damaged", "-", "-", "-", "-", "-"])
             continue
-        best = "-" if r["best_success"] is None else f"{r['best_success']:.2f}" + (
-            f" ({round(r['best_success'] * r['best_episodes'])}/{r['best_episodes']})" if r.get("best_episodes") else "")
+        best = "-" if r["best_success"] is None else compact_success(r["best_success"], r.get("best_episodes"))
         lines.append([r["run_id"], r["task_id"], r["status"].replace("_", " "), best, str(r["rounds_done"]), r["author"] or r["backend"],
                       str((r["prompt_tokens"] or 0) + (r["completion_tokens"] or 0)), f"{r['wall_seconds'] or 0:.0f}"])
     console.print(f"runs in {runs_dir}", highlight=False)  # a path, printed whole; the table fits the terminal
@@ -169,3 +169,12 @@ def report(
         from text2reward.dashboard.export import export_html  # Jinja2 and Pygments (~60 ms): only --html writes a page
 
         console.print(f"wrote {export_html(store)}")
+
+
+def compact_success(rate: float, episodes: int | None) -> str:
+    """A list's success cell: `0.07 (2/30, 0.02-0.21)`, its episodes and 95% interval in a narrow column; the rate
+    alone for an index row from before episodes were kept."""
+    if not episodes:
+        return f"{rate:.2f}"
+    low, high = Rate.of(rate, episodes).interval
+    return f"{rate:.2f} ({round(rate * episodes)}/{episodes}, {low:.2f}-{high:.2f})"
