@@ -33,3 +33,13 @@ def format_success(rate: float | None, episodes: int | None = None) -> str:
     if not episodes:
         return f"{rate:.2f}"
     return Rate.of(rate, episodes).text()
+
+
+def compact_success(rate: float, episodes: int | None) -> str:
+    """A list's success cell: `0.07 (2/30, 0.02-0.21)`, its episodes and 95% interval in a narrow column; the rate
+    alone for an index row from before episodes were kept."""
+    if not episodes:
+        return f"{rate:.2f}"
+    counted = Rate.of(rate, episodes)
+    low, high = counted.interval
+    return f"{rate:.2f} ({counted.successes}/{counted.episodes}, {low:.2f}-{high:.2f})"

@@ -48,7 +48,7 @@ def _environ() -> dict[str, str]:
 
 
 def test_the_runs_list_states_success_with_episodes_and_interval():
-    from text2reward.cli.run_commands import compact_success
+    from policies.formatting import compact_success
 
     assert compact_success(2 / 30, 30) == "0.07 (2/30, 0.02-0.21)"
     assert compact_success(0.5, None) == "0.50"  # an index row from before episodes were kept

@@ -9,8 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from policies.formatting import format_seconds, format_success
-from policies.stats import Rate
+from policies.formatting import compact_success, format_seconds, format_success
 from text2reward.cli.shared import (
     DEFAULT_RUNS_DIR,
     Column,
@@ -170,11 +169,3 @@ def report(
 
         console.print(f"wrote {export_html(store)}")
 
-
-def compact_success(rate: float, episodes: int | None) -> str:
-    """A list's success cell: `0.07 (2/30, 0.02-0.21)`, its episodes and 95% interval in a narrow column; the rate
-    alone for an index row from before episodes were kept."""
-    if not episodes:
-        return f"{rate:.2f}"
-    low, high = Rate.of(rate, episodes).interval
-    return f"{rate:.2f} ({round(rate * episodes)}/{episodes}, {low:.2f}-{high:.2f})"

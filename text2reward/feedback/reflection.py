@@ -84,12 +84,6 @@ def _is_constant(s: dict[str, float]) -> bool:
     return s["max"] - s["min"] <= 1e-9 + CONSTANT_RTOL * max(abs(s["max"]), abs(s["min"]))
 
 
-def evaluation_episodes(train_result: Any) -> tuple[int, int]:
-    """(episodes per evaluation during training, episodes of the final evaluation), from a result.json (older
-    ones that do not say: `DEFAULT_EVAL_EPISODES`, the fewest any family uses, so the widest intervals)."""
-    return as_training_result(train_result).episodes
-
-
 def _point_rate(point: CurvePoint, episodes: int) -> Rate:
     return Rate.of(point.success_rate, point.episodes or episodes)
 

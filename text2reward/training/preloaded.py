@@ -211,12 +211,3 @@ def fork_server(say: Say) -> ForkServer | None:
             say(f"training jobs start as fresh processes: the training fork server cannot serve them ({exc})")
             return None
         return server
-
-
-def stop_fork_server() -> None:
-    """Let this driver's fork server go (the next job starts another); a gave-up state is forgotten too."""
-    with _LOCK:
-        for server in _SERVER:
-            server.close()
-        _SERVER.clear()
-        _GAVE_UP.clear()
