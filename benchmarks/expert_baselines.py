@@ -25,6 +25,7 @@ from timing import parse_steps
 
 from policies.io import write_json_atomic
 from policies.train import TrainConfig, TrainResult, train
+from sim_envs import codec
 
 # Budgets sized for a 2-core CPU machine (measured here: SB3 SAC ~50-70 steps/s, PPO ~1,700 steps/s with 2 envs):
 # MetaWorld reach-v3 was solved at ~14k SAC steps and drawer-close at ~6k; Fetch reach is quick.
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
         "machine": info,
         "total_seconds": round(time.perf_counter() - start, 1),
         "results": [
-            {key: value for key, value in r.to_dict().items() if key not in ("components", "final_eval")} | {"solved_at": solved_at(r.curve)}
+            {key: value for key, value in codec.write(r).items() if key not in ("components", "final_eval")} | {"solved_at": solved_at(r.curve)}
             for r in results
         ],
     }

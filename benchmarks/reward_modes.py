@@ -42,7 +42,7 @@ from time_to_success import read_attempts
 from policies.io import write_json_atomic
 from policies.reward_program import runnable_source
 from policies.train import TrainConfig, train
-from sim_envs import get_task
+from sim_envs import codec, get_task
 
 TASKS = ["metaworld/drawer-open-v3", "metaworld/button-press-v3", "metaworld/lever-pull-v3", "hopper/back_flip"]
 ARMS = ["plain", "tuned", "potential", "progress", "expert"]
@@ -100,7 +100,7 @@ def train_program(task_id: str, code: str | None, mode: str, seed: int, steps: i
     config = TrainConfig(task_id=task_id, out_dir=out, reward="code" if code is not None else "expert", reward_mode=mode,
                          steps=steps, seed=seed, eval_freq=eval_freq, eval_episodes=EPISODES)
     try:
-        return train(config, reward_fn=reward_fn).to_dict()
+        return codec.write(train(config, reward_fn=reward_fn))
     finally:
         if reward_fn is not None:
             reward_fn.close()
@@ -108,8 +108,8 @@ def train_program(task_id: str, code: str | None, mode: str, seed: int, steps: i
 
 def tuned_program(task_id: str, seed: int, trials: int, trial_steps: int, eval_freq: int, out: Path) -> tuple[str, dict[str, Any]]:
     """Run the loop for one plain heuristic candidate on a tuning seed, then `t2r tune` it; the winner's program."""
+    from sim_envs.codec import write
     from text2reward import RewardSearch
-    from text2reward.runs.codec import write
     from text2reward.runs.lock import RunLock
     from text2reward.runs.store import RunStore
     from text2reward.tuning.tune import tune_candidate

@@ -2,7 +2,7 @@
 tuning, reflection, report, dashboard) reads by attribute.
 
 Why here: the curve is policies' own product (policies.callbacks evaluates, policies.score scores it); text2reward's
-records read result.json's curve into these points through their codec (text2reward.runs.codec), so the names below
+records read result.json's curve into these points through their codec (sim_envs.codec), so the names below
 are result.json's keys.
 """
 

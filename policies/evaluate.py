@@ -7,13 +7,14 @@ Why separate from the reward: success is what users care about and it must not d
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from policies.score import mean_and_se
+from sim_envs.codec import transient
 from sim_envs.scene_features import SceneFeature, episode_features
 
 Actor = Callable[[Any], np.ndarray]
@@ -26,12 +27,12 @@ class EpisodeStats:
     episode_return: float
     native_return: float
     component_sums: dict[str, float]
-    views: list[Any] = field(default_factory=list, repr=False)
+    views: list[Any] = field(default_factory=list, repr=False, metadata=transient())
     """The state view after reset and after every step, when recorded (for trajectory analysis)."""
     progress: float | None = None
     """How close the episode came to the task's success rule (`info["rule_progress"]`: its best step for "any" tasks, its
     last for "final" ones), in [0, 1], 1 exactly when it succeeded; None from an env that does not say."""
-    scene: tuple[SceneFeature, ...] = field(default=(), repr=False)
+    scene: tuple[SceneFeature, ...] = field(default=(), repr=False, metadata=transient())
     """The scene's fixed features as this episode's reset placed them, when views are recorded (the analysis says
     where the object ended relative to them); () for a task that describes none."""
 
@@ -52,13 +53,6 @@ class EvalResult:
     """The episodes' mean progress toward the success rule (policies.score); None when an episode did not say."""
     progress_se: float | None = None
     """The standard error of `mean_progress` over the episodes."""
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        for episode in out["episodes"]:
-            episode.pop("views")
-            episode.pop("scene")
-        return out
 
 
 def model_actor(model: Any, deterministic: bool = True) -> Actor:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -54,13 +54,6 @@ class TrainingPlan:
         """A fresh, mutable copy of the hyper-parameters, for the training that adapts them (HER, the buffer size)."""
         return Hyperparams(**copy.deepcopy(dict(self.hyperparams)))
 
-    def to_dict(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        return data | {"hyperparams": copy.deepcopy(dict(self.hyperparams)), "seeds": list(self.seeds)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TrainingPlan:
-        return cls(**{**data, "seeds": tuple(data.get("seeds", (0,)))})
 
 
 def resolve_training_plan(config: TrainConfig, task: Task) -> TrainingPlan:

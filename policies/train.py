@@ -34,6 +34,7 @@ from policies.resume import ResumeCheckpoint, find_checkpoint, load_model, train
 from policies.reward_modes import DEFAULT_GAMMA, require_program
 from policies.reward_program import RewardFunction, SparseReward, reward_from_spec
 from policies.task_env import make_task_env
+from sim_envs import codec
 from sim_envs.errors import ConfigError, RewardProgramError
 from sim_envs.registry import get_task
 from sim_envs.task import Task
@@ -100,9 +101,6 @@ class TrainResult:
     checkpoints: dict[str, Any] | None = None
     """What its resume checkpoints cost in this attempt: {writes, seconds, max_seconds, bytes (the last one's size)};
     None when it wrote none (`t2r train`). `wall_seconds` includes them."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     @property
     def policy(self) -> Policy:
@@ -214,7 +212,7 @@ def train(
         raise
     add_final_point(hooks.evaluator.curve, int(model.num_timesteps), final, wall)
     result = training_result(task, reward_fn, config, setup, model, final, wall, hooks, failure)
-    write_json_atomic(out / RESULT_FILE, result.to_dict())
+    write_json_atomic(out / RESULT_FILE, codec.write(result))
     if failure is not None:
         error = type(failure)(f"{failure} (training stopped at step {result.steps}; the partial curve is in {out / RESULT_FILE})")
         error.numbers = failure.numbers
@@ -403,7 +401,7 @@ def training_result(task: Task, reward_fn: RewardFunction, config: TrainConfig, 
         mean_native_return=final.mean_native_return,
         curve=evaluator.curve,
         components=hooks.components.history,
-        final_eval=final.to_dict(),
+        final_eval=codec.write(final),
         model_path=str(Path(config.out_dir) / MODEL_FILE),
         hyperparams=asdict(params),
         requested_steps=int(plan.steps),

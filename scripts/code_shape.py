@@ -62,7 +62,7 @@ def _deferred_imports(function: ast.FunctionDef | ast.AsyncFunctionDef, source_l
 
 
 CONVERTERS = ("from_dict", "to_dict")
-"""A hand-written converter: a record spelled a second time beside its fields (runs/codec.py derives them instead)."""
+"""A hand-written converter: a record spelled a second time beside its fields (sim_envs/codec.py derives them instead)."""
 
 
 def key_reads(source: str) -> tuple[int, int]:

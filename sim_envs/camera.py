@@ -13,25 +13,33 @@ depth is the distance along the optical axis, not along the ray; world points ar
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from sim_envs.codec import stored_as
 from sim_envs.errors import ConfigError
+
+Vector = tuple[float, float, float]
+"""How a point or an axis is stored in a record's JSON."""
+
+
+def _array(value: Any) -> np.ndarray:
+    return np.asarray(value, dtype=np.float64)
 
 
 @dataclass(frozen=True)
 class CameraModel:
-    """A named camera's intrinsics and pose at one moment (JSON-able through `to_dict`)."""
+    """A named camera's intrinsics and pose at one moment (a record: `sim_envs.codec` writes and reads it)."""
 
     name: str
     width: int
     height: int
     fovy_degrees: float
-    position: np.ndarray
+    position: np.ndarray = field(metadata=stored_as(Vector, _array))
     """(3,) the camera's origin in the world frame."""
-    rotation: np.ndarray
+    rotation: np.ndarray = field(metadata=stored_as(tuple[Vector, Vector, Vector], _array))
     """(3, 3) columns are the camera's x (right), y (up) and z (backwards) axes in the world frame."""
 
     @property
@@ -61,15 +69,6 @@ class CameraModel:
     def inside(self, pixel: tuple[float, float] | np.ndarray) -> bool:
         u, v = float(pixel[0]), float(pixel[1])
         return 0.0 <= u < self.width and 0.0 <= v < self.height
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "width": self.width, "height": self.height, "fovy_degrees": self.fovy_degrees,
-                "position": self.position.tolist(), "rotation": self.rotation.tolist()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CameraModel:
-        return cls(str(data["name"]), int(data["width"]), int(data["height"]), float(data["fovy_degrees"]),
-                   np.asarray(data["position"], dtype=np.float64), np.asarray(data["rotation"], dtype=np.float64))
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from text2reward.generation import prompting
 from text2reward.generation.extraction import extract_code
 from text2reward.generation.llm.base import Backend, GenerationRequest, Reply
 from text2reward.generation.llm.errors import BackendError
-from text2reward.runs.records import Attempt, Candidate, PromptContext, Tokens, Validation, read
+from text2reward.runs.records import Attempt, Candidate, PromptContext, Tokens, Validation, read, write
 from text2reward.runs.run_events import CandidateChecked, Emit, FixRequested
 from text2reward.runs.statuses import CandidateStatus
 from text2reward.runs.store import RunStore
@@ -126,7 +126,7 @@ class CandidateChecker:
         path = self.store.write_text(self.store.paths.reward_code(candidate.round, candidate.sample, attempt), code)
         code_file = self.store.relative(path)
         report = validate(code, self.task, mode=mode)
-        validation = read(Validation, report.to_dict(), "a validation report")
+        validation = read(Validation, write(report), "a validation report")
         record = Attempt(attempt=attempt, code_file=code_file, validation=validation)
         candidate.attempts.append(record)
         if not report.ok:
@@ -159,5 +159,5 @@ class CandidateChecker:
                 raise RewardProgramError(result.error)
             return [total for total, _ in result.outputs]
 
-        return screen_program(self.task, code, trajectories, run_returns, threshold=self.settings.screen_threshold,
-                              mode=mode).to_dict()
+        return write(screen_program(self.task, code, trajectories, run_returns, threshold=self.settings.screen_threshold,
+                              mode=mode))

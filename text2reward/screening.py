@@ -104,9 +104,6 @@ class ScreeningResult:
     comparison_text: str
     failure_kinds: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
 
 # --------------------------------------------------------------------------- rollouts
 

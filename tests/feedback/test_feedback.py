@@ -8,6 +8,7 @@ import pytest
 from policies.evaluate import run_episode
 from policies.reward_program import SparseReward
 from policies.task_env import make_task_env
+from sim_envs import codec
 from sim_envs.registry import get_task
 from text2reward.feedback import (
     build_feedback_text,
@@ -219,6 +220,7 @@ def test_coffee_push_analysis_states_the_evaluations_success_on_the_same_episode
     now replays the final evaluation's first episodes and states the evaluation's own count for them."""
     from policies.evaluate import evaluate, model_actor
     from policies.train import EVAL_SEED_OFFSET
+    from text2reward.runs.records import read_result
     from text2reward.training.job import analyse
 
     task = get_task("metaworld/coffee-push-v3")
@@ -229,24 +231,26 @@ def test_coffee_push_analysis_states_the_evaluations_success_on_the_same_episode
     evaluation = [e.success for e in final.episodes]
     assert 0 < sum(evaluation[:5]) < 5, evaluation  # successes and failures among the analysed ones, or the test proves little
     result = {"task": task.id, "steps": 0, "curve": [], "components": [], "success_rate": final.success_rate,
-              "eval_episodes": 5, "final_eval_episodes": 6, "final_eval": final.to_dict()}
-    record = analyse(task, model, SparseReward(), seed, 5, result)
-    text = record["feedback_text"]
+              "eval_episodes": 5, "final_eval_episodes": 6, "final_eval": codec.write(final)}
+    record = analyse(task, model, SparseReward(), seed, 5, read_result(result))
+    text = record.feedback_text
     stated = int(re.search(r"task success: (\d) of 5 episodes", text).group(1))
     assert stated == sum(evaluation[:5])
     assert "the final evaluation's first 5 episodes of 6 (reset seeds 10000-10004)" in text
     assert f"The final evaluation as a whole: success {final.success_rate:.2f} ({sum(evaluation)} of 6 episodes" in text
     assert f"on these 5 episodes it recorded {stated} success" in text and "the same as the replays" in text
-    assert record["facts"]["success"] == pytest.approx(stated / 5) and "warnings" not in record
+    assert record.facts["success"] == pytest.approx(stated / 5) and not record.warnings
 
 
 def test_a_peak_that_fell_is_analysed_beside_the_final_policy(drawer_episodes):
     from policies.stats import Rate
-    from text2reward.feedback.compose import PeakComparison, peak_fell, peak_section
+    from text2reward.feedback.compose import PeakComparison, peak_section
+    from text2reward.runs.records import read_result
 
     task, episodes, still = drawer_episodes
-    assert peak_fell({"success_rate": 0.4, "peak": {"success_rate": 0.8, "model_path": "peak_model.zip"}})
-    assert not peak_fell({"success_rate": 0.8, "peak": {"success_rate": 0.8, "model_path": "peak_model.zip"}})
+    assert read_result({"success_rate": 0.4, "peak": {"steps": 8000, "success_rate": 0.8, "model_path": "peak_model.zip"}}).peak_fell
+    assert not read_result({"success_rate": 0.8, "peak": {"steps": 8000, "success_rate": 0.8, "model_path": "peak_model.zip"}}).peak_fell
+    assert not read_result({"success_rate": 0.4, "peak": {"steps": 8000, "success_rate": 0.8}}).peak_fell  # no checkpoint saved
     real = PeakComparison(steps=8000, during_training=Rate(4, 5), peak=[True] * 25 + [False] * 5, final=[False] * 25 + [True] * 5,
                           peak_episodes=episodes, final_episodes=[still])
     text = peak_section(task, real)
@@ -281,7 +285,7 @@ def test_a_peak_better_on_the_same_episodes_is_delivered_though_the_intervals_ov
 def test_a_delivered_peak_becomes_the_model_file_and_the_result(tmp_path):
     """deliver_peak: model.zip becomes the peak's file (the final policy kept as final_model.zip), the result's success
     is the peak's on the final episodes, and the candidate's record says which policy it is."""
-    from text2reward.runs.records import Delivered, TrainingSummary, read, read_result, write
+    from text2reward.runs.records import Delivered, PeakCheck, TrainingSummary, read, read_result, write
     from text2reward.training.job import FINAL_MODEL_FILE, deliver_peak
 
     (tmp_path / "model.zip").write_bytes(b"final policy")
@@ -290,12 +294,13 @@ def test_a_delivered_peak_becomes_the_model_file_and_the_result(tmp_path):
               "wall_seconds": 10.0, "steps_per_second": 3000.0, "curve": [], "final_eval_episodes": 30,
               "model_path": str(tmp_path / "model.zip"),
               "peak": {"steps": 20000, "success_rate": 0.8, "episodes": 5, "model_path": str(tmp_path / "peak_model.zip")}}
-    deliver_peak(result, {"steps": 20000, "success_on_final_episodes": 0.6, "only_peak": 12, "only_final": 3,
-                          "p_value": 0.035, "delivered": True}, tmp_path)
+    result = read_result(result)
+    deliver_peak(result, PeakCheck(steps=20000, success_on_final_episodes=0.6, only_peak=12, only_final=3, p_value=0.035,
+                                   delivered=True), tmp_path)
     assert (tmp_path / "model.zip").read_bytes() == b"peak policy"
     assert (tmp_path / FINAL_MODEL_FILE).read_bytes() == b"final policy"
-    assert result["success_rate"] == 0.6 and result["final_policy"]["success_rate"] == 0.3
-    summary = read(TrainingSummary, write(TrainingSummary.of_result(read_result(result))))
+    assert result.success_rate == 0.6 and result.final_policy.success_rate == 0.3 and result.final_policy.episodes == 30
+    summary = read(TrainingSummary, write(TrainingSummary.of_result(read_result(write(result)))))
     assert summary.success_rate == 0.6 and summary.delivered_peak == Delivered(
         policy="peak", steps=20000, p_value=0.035, only_peak=12, only_final=3)
 

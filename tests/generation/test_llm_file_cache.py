@@ -166,7 +166,7 @@ def _run_stdin_backend(n: int, text: str) -> subprocess.CompletedProcess:
         "messages = [{'role': 'user', 'content': 'Make the robot open the drawer.'}]\n"
         f"request = GenerationRequest(messages=messages, n={n}, task_id='metaworld/drawer-open-v3')\n"
         "replies = backend_spec('file').make(BackendSettings()).generate(request)\n"
-        "from text2reward.runs.codec import write\n"
+        "from sim_envs.codec import write\n"
         "print(json.dumps([write(r) for r in replies]))\n"
     )
     return subprocess.run([sys.executable, "-c", script], input=text, capture_output=True, text=True,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from openai_server import OpenAITestServer, Say
 
-from sim_envs import get_task
+from sim_envs import codec, get_task
 from sim_envs.camera import shoot
 from text2reward.errors import ConfigError
 from text2reward.generation.llm import BackendSettings, backend_spec
@@ -210,7 +210,7 @@ def test_a_vision_model_points_and_its_points_are_lifted_drawn_and_written_up(tm
 
     assert not np.array_equal(iio.imread(folder / "annotated.png"), iio.imread(folder / "scene.png"))
     assert (folder / "reply_1.md").read_text() == json.dumps(answer)
-    assert read_keypoints(folder).to_dict() == keypoints.to_dict()
+    assert codec.write(read_keypoints(folder)) == codec.write(keypoints)  # read back as written (the camera holds arrays)
     assert validate((folder / "reward.py").read_text(), task).ok
     assert "KP_TARGET = np.array(" in (folder / "reward.py").read_text()
 

@@ -14,9 +14,10 @@ from policies.her import flat_observations, her_buffer_size
 from policies.reward_program import ExpertReward, SparseReward
 from policies.task_env import make_task_env
 from policies.train import RESULT_FILE, TrainConfig, load_policy, train
-from sim_envs import get_task, list_tasks
+from sim_envs import codec, get_task, list_tasks
 from sim_envs.errors import ConfigError
 from text2reward.cli import app
+from text2reward.training.job import read_job
 
 TINY = ["--steps", "300", "--eval-freq", "300", "--eval-episodes", "1", "--device", "cpu",
         "--hp", "learning_starts=100", "--hp", "batch_size=32"]
@@ -178,13 +179,13 @@ def test_her_travels_in_a_training_job_and_its_analysis_and_video_read_dicts(tmp
                          eval_episodes=1, device="cpu", her=True, overrides={"learning_starts": 100, "batch_size": 16})
     job = TrainJob(train=config, analysis_episodes=1, video=True)
     job.write()
-    again = TrainJob.from_dict(json.loads((tmp_path / "job.json").read_text()))
+    again = read_job(json.loads((tmp_path / "job.json").read_text()))
     assert again.train.her is True
-    old = {**job.to_dict(), "train": {k: v for k, v in job.to_dict()["train"].items() if k != "her"}}
-    assert TrainJob.from_dict(old).train.her is None
+    old = {**codec.write(job), "train": {k: v for k, v in codec.write(job)["train"].items() if k != "her"}}
+    assert read_job(old).train.her is None
     assert execute(again), (tmp_path / "error.json").read_text() if (tmp_path / "error.json").exists() else ""
     done = json.loads((tmp_path / DONE_FILE).read_text())
-    assert done["result"]["her"] is True and done["warnings"] == [], done["warnings"]
+    assert done["result"]["her"] is True and not done.get("warnings"), done.get("warnings")
     assert done["feedback_text"] and done["video"]["frames"] > 0
 
 

@@ -4,6 +4,7 @@ The registry refuses a name twice and names the registered modes for an unknown 
 
 import csv
 import dataclasses
+import json
 import math
 
 import gymnasium as gym
@@ -254,7 +255,8 @@ def test_a_job_trains_on_minus_the_cost_at_every_real_step(cost_mode, tmp_path):
                          eval_freq=200, eval_episodes=1, n_envs=1,
                          overrides={"learning_starts": 50, "batch_size": 32, "final_eval_episodes": 1})
     record = run_job(TrainJob(train=config, code_path=str(code), analysis_episodes=1))
-    result = record["result"]
+    result = json.loads((tmp_path / "job" / "done.json").read_text())["result"]  # the file the loop reads
+    assert record.result.steps == steps
     assert result["reward_mode"] == "cost" and result["steps"] == steps
     assert result["reward_isolation"].split()[0] in ("bubblewrap", "landlock"), result["reward_isolation"]
     assert {"cost", "cost.distance", "cost.effort"} <= {c for point in result["components"] for c in point["components"]}

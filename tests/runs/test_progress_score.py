@@ -14,7 +14,7 @@ from policies.evaluate import evaluate
 from policies.reward_program import SparseReward
 from policies.score import curve_area, mean_and_se, progress_text, score_of
 from policies.task_env import make_task_env
-from sim_envs import get_task
+from sim_envs import codec, get_task
 from text2reward.runs.ranking import TIE_BREAK, best_candidate, rank
 from text2reward.runs.records import Candidate, TrainingSummary, read, read_result, write
 from text2reward.training.early_stop import EarlyStopRule, judge_at_rung
@@ -53,7 +53,7 @@ def test_an_evaluation_states_progress_from_the_simulator():
     assert scripted.success_rate == 1.0 and scripted.mean_progress == 1.0 and scripted.progress_se == 0.0
     assert random.success_rate == 0.0 and 0.0 < random.mean_progress < 1.0
     assert [e.progress for e in random.episodes] and random.progress_se == pytest.approx(mean_and_se([e.progress for e in random.episodes])[1])
-    record = random.to_dict()
+    record = codec.write(random)
     assert record["mean_progress"] == random.mean_progress and record["episodes"][0]["progress"] == random.episodes[0].progress
 
 
@@ -135,6 +135,7 @@ def test_feedback_and_report_state_progress_with_its_noise():
 def test_a_delivered_peak_carries_its_own_progress(tmp_path):
     """When the peak checkpoint becomes the candidate's policy, its progress on the final episodes is the one ranked;
     the final policy's is kept beside its success."""
+    from text2reward.runs.records import PeakCheck
     from text2reward.training.job import deliver_peak
 
     (tmp_path / "model.zip").write_bytes(b"final policy")
@@ -143,8 +144,9 @@ def test_a_delivered_peak_carries_its_own_progress(tmp_path):
               "wall_seconds": 10.0, "steps_per_second": 3000.0, "curve": [], "final_eval_episodes": 30,
               "model_path": str(tmp_path / "model.zip"), "mean_progress": 0.5, "progress_se": 0.04,
               "peak": {"steps": 20000, "success_rate": 0.8, "episodes": 5, "model_path": str(tmp_path / "peak_model.zip")}}
-    deliver_peak(result, {"steps": 20000, "success_on_final_episodes": 0.6, "only_peak": 12, "only_final": 3,
-                          "p_value": 0.035, "delivered": True, "progress_on_final_episodes": [0.8, 0.03]}, tmp_path)
-    assert (result["mean_progress"], result["progress_se"]) == (0.8, 0.03)
-    assert result["final_policy"]["mean_progress"] == 0.5 and result["final_policy"]["progress_se"] == 0.04
-    assert TrainingSummary.of_result(read_result(result)).progress == (0.8, 0.03)
+    result = read_result(result)
+    deliver_peak(result, PeakCheck(steps=20000, success_on_final_episodes=0.6, only_peak=12, only_final=3, p_value=0.035,
+                                   delivered=True, progress_on_final_episodes=(0.8, 0.03)), tmp_path)
+    assert (result.mean_progress, result.progress_se) == (0.8, 0.03)
+    assert result.final_policy.mean_progress == 0.5 and result.final_policy.progress_se == 0.04
+    assert TrainingSummary.of_result(read_result(write(result))).progress == (0.8, 0.03)

@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 from dashboard_support import DashboardServer
 
+from sim_envs import codec
 from sim_envs.errors import ConfigError
 from text2reward.runs.records import SCHEMA_VERSION, write_versioned
 from text2reward.runs.store import RunStore
 from text2reward.settings import RunConfig
+from text2reward.training.job import read_job
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "runs_v1"
 RUN_ID = "20261123-133612-fetch-reach-e552a4"
@@ -80,17 +82,16 @@ def test_old_run_resumes_with_another_round(runs_dir):
 def test_job_files_hold_one_training_config_and_old_ones_still_read(runs_dir):
     """job.json holds policies' TrainConfig once; a job.json of the first layout (settings at the top level) reads the same."""
     from policies.config import TrainConfig
-    from text2reward.training.job import TrainJob
 
     store = RunStore.open(runs_dir, RUN_ID)
     old_path = store.root / "rounds/r0/s0/training/job.json"
     old = json.loads(old_path.read_text())
     assert "train" not in old and old["task_id"] == "fetch/reach"
-    job = TrainJob.from_dict(old)
+    job = read_job(old)
     assert isinstance(job.train, TrainConfig) and job.train.task_id == "fetch/reach" and job.train.reward == "code"
     assert job.train.steps == old["steps"] and job.train.overrides == old["overrides"] and job.code_path == old["code_path"]
     assert Path(job.train.out_dir) == Path(old["out_dir"]) / "train" and job.out_dir == old["out_dir"]
-    again = TrainJob.from_dict(json.loads(json.dumps(job.to_dict())))
+    again = read_job(json.loads(json.dumps(codec.write(job))))
     assert again == job
     config = RunConfig.from_record(store.config_data())
     made = config.train_config("fetch/reach", Path("/x/train"), "code", 7)

@@ -14,7 +14,7 @@ import pytest
 
 from policies.reward_program import ProgramReward
 from policies.task_env import make_task_env
-from sim_envs import get_task
+from sim_envs import codec, get_task
 from sim_envs.errors import RewardProgramError
 from text2reward.sandbox import Limits, SandboxedReward, collect_states, run_reward, static_check, validate
 from text2reward.sandbox.channel import HEADER
@@ -106,7 +106,7 @@ def test_expert_reach_reward_validates(reach, reach_states):
     assert list(report.checks) == ["static", "runs", "output", "finite_total", "finite_components", "not_constant", "deterministic", "time_per_call"]
     assert report.checks["time_per_call"]["mean_us"] > 0
     assert report.n_states == 200
-    assert json.loads(json.dumps(report.to_dict()))["ok"] is True
+    assert json.loads(json.dumps(codec.write(report)))["ok"] is True
 
 
 def test_ant_reward_with_scipy_validates():

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim_envs import get_task
+from sim_envs import codec, get_task
 from text2reward.sandbox import Limits, collect_states, run_reward, static_check, validate
 from text2reward.sandbox.isolation import bubblewrap_argv, check
 
@@ -311,7 +311,7 @@ def test_validate_reports_a_reason(program, sentinel, samples):
     assert report.errors and all(error.strip() for error in report.errors)
     failed = [name for name, check in report.checks.items() if check["ok"] is False]
     assert failed and report.errors[0] in report.checks[failed[0]]["detail"] or report.errors[0].startswith("line ")
-    assert sentinel["token"] not in str(report.to_dict())
+    assert sentinel["token"] not in str(codec.write(report))
 
 
 def test_host_untouched(sentinel):

@@ -31,10 +31,11 @@ from pathlib import Path
 import pytest
 from attack_programs import LINT_OFF as BASE_LINT_OFF
 
-from sim_envs import get_task
+from sim_envs import codec, get_task
 from sim_envs.errors import RewardProgramError
 from text2reward.sandbox import Limits, SandboxedReward, collect_states, run_reward, validate
 from text2reward.sandbox.isolation import check
+from text2reward.training.job import read_job
 
 MECHANISMS = [
     pytest.param(m, marks=pytest.mark.skipif(isinstance(check(m), str), reason=f"{m} unavailable here: {check(m)}"))
@@ -229,7 +230,7 @@ def test_validate_contains_every_attack(mechanism, sentinel, samples):
     for attack in sorted(ATTACKS):
         report = validate(fill(program(ATTACKS[attack]), sentinel), get_task("metaworld/reach-v3"), samples, Limits(isolation=mechanism))
         assert not report.ok
-        assert_host_untouched(sentinel, report.to_dict())
+        assert_host_untouched(sentinel, codec.write(report))
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
@@ -508,14 +509,13 @@ def test_a_training_job_forked_by_the_fork_server_contains_the_candidate(mechani
     """The attack of `test_run_worker_contains_the_candidate`, in a job the local launcher forks from its preloaded
     server (training/forkserver.py) rather than a fresh `python -m text2reward.training.job`: jailed exactly as before."""
     from text2reward.runs.statuses import FailureCause
-    from text2reward.training.job import TrainJob
     from text2reward.training.pool import LocalLauncher
 
     body = ('attempt(results, "w", lambda: real.open(TARGET + "/worker", "w").write("x"))\n'
             'attempt(results, "kill", lambda: os.kill(SIBLING, 9))\n'
             'return float("nan"), {"forward": 0.0}')
     (tmp_path / "candidate.py").write_text(fill(BOMB.replace("BODY", "results = {}\n        " + body.replace("\n", "\n        ")), sentinel))
-    job = TrainJob.from_dict({"task_id": TRAIN_TASK, "out_dir": str(tmp_path / "job"), "reward": "code",
+    job = read_job({"task_id": TRAIN_TASK, "out_dir": str(tmp_path / "job"), "reward": "code",
                               "code_path": str(tmp_path / "candidate.py"), "steps": 256, "eval_freq": 128, "eval_episodes": 1,
                               "overrides": TINY_PPO, "analysis_episodes": 0})
     (tmp_path / "job").mkdir()

@@ -10,6 +10,7 @@ import pytest
 
 from policies.config import TrainConfig
 from policies.curve import CurvePoint
+from sim_envs import codec
 from text2reward.runs.ranking import best_candidate, rank
 from text2reward.runs.records import Candidate, read
 from text2reward.runs.store import STOP_FILE
@@ -90,7 +91,7 @@ def test_a_candidate_is_compared_at_the_rung_whenever_its_peer_gets_there():
         stopper.add_point("b", CurvePoint(steps=steps, success_rate=0.0, mean_native_return=native))
     decisions = stopper.decide(["a", "b"])
     assert set(decisions) == {"a"} and decisions["a"].rung == 0 and decisions["a"].steps == 500
-    assert decisions["a"].leader == "b" and decisions["a"].to_dict()["leader"] == "b"
+    assert decisions["a"].leader == "b" and codec.write(decisions["a"])["leader"] == "b"
     assert stopper.decide(["a", "b"]) == {}  # rung 0 judged once for each; b has not reached rung 1
 
 
@@ -176,12 +177,12 @@ def test_a_real_worker_behind_a_finished_leader_stops_at_the_rung_and_keeps_its_
     )
     (outcome,) = run_jobs([job], workers=1, early_stopper=stopper, names=["r0-s1"])
     assert outcome.ok, outcome.reason
-    result = outcome.record["result"]
-    assert result["stopped_early"]["kind"] == "behind" and result["stopped_early"]["rung"] == 0
-    assert "r0-s0's 1.00" in result["stopped_early"]["reason"]
-    assert result["steps"] < 400 and result["curve"] and result["requested_steps"] == 800  # within steps of the request, before the next evaluation
+    result = outcome.record.result
+    assert result.stopped_behind and result.stopped_early.rung == 0
+    assert "r0-s0's 1.00" in result.stopped_early.reason
+    assert result.steps < 400 and result.curve and result.extra["requested_steps"] == 800  # within steps of the request, before the next evaluation
     assert json.loads((out / STOP_FILE).read_text())["steps"] == 200
-    assert not (out / "rollout.mp4").exists() and any("no rollout video" in w for w in outcome.record["warnings"])
+    assert not (out / "rollout.mp4").exists() and any("no rollout video" in w for w in outcome.record.warnings)
     assert (Path(out) / "feedback.md").is_file()  # the analysis still describes what it learned
 
 

@@ -15,7 +15,8 @@ import pytest
 from polling import wait_for
 
 from policies.config import TrainConfig
-from text2reward.training.job import ERROR_FILE, JOB_FILE, PID_FILE, TrainJob
+from sim_envs import codec
+from text2reward.training.job import ERROR_FILE, JOB_FILE, PID_FILE, TrainJob, read_job
 from text2reward.training.pool import JobOutcome, LocalLauncher
 from text2reward.training.preloaded import fork_server
 
@@ -71,10 +72,10 @@ def test_a_job_forked_from_the_server_trains_like_a_fresh_one(tmp_path):
     forked_outcome = outcome_of(forked)
     assert not said, said
     assert fresh_outcome.ok and forked_outcome.ok, (fresh_outcome.reason, forked_outcome.reason)
-    a, b = fresh_outcome.record["result"], forked_outcome.record["result"]  # type: ignore[index]
+    a, b = fresh_outcome.record.result, forked_outcome.record.result  # type: ignore[union-attr]
     keys = ("steps", "success_rate", "mean_return", "std_return")
-    assert [{k: p.get(k) for k in keys} for p in a["curve"]] == [{k: p.get(k) for k in keys} for p in b["curve"]]
-    assert a["final_eval"] == b["final_eval"] and a["success_rate"] == b["success_rate"]
+    assert [{k: codec.write(p).get(k) for k in keys} for p in a.curve] == [{k: codec.write(p).get(k) for k in keys} for p in b.curve]
+    assert a.final_eval == b.final_eval and a.success_rate == b.success_rate
     assert "Traceback" not in (tmp_path / "forked" / "worker.log").read_text()
 
 
@@ -154,7 +155,7 @@ def test_the_server_never_outlives_its_driver_and_a_training_job_lives_on(tmp_pa
         driver.wait(BOUND)
         wait_for(lambda: not alive(server_pid), BOUND, "the server to leave with its driver")
         assert alive(job_pid), "the job keeps training"
-        job = TrainJob.from_dict(json.loads((tmp_path / "job" / JOB_FILE).read_text()))
+        job = read_job(json.loads((tmp_path / "job" / JOB_FILE).read_text()))
         from text2reward.training.pool import running_worker
 
         assert wait_for(lambda: running_worker(job), BOUND, "the job's pid file") == job_pid, "a resumed run adopts it"

@@ -190,9 +190,9 @@ def test_a_job_behind_a_finished_leader_is_stopped_through_the_board(tmp_path, r
     (outcome,) = run_jobs_on_ray([job(out, 800, reward="sparse")], 1, early_stopper=stopper, names=["behind"],
                                  on_poll=lambda: progress.is_file() and polls.append(json.loads(progress.read_text())))
     assert outcome.ok, outcome.reason
-    result = outcome.record["result"]
-    assert result["stopped_early"]["kind"] == "behind" and result["stopped_early"]["rung"] == 0, result["stopped_early"]
-    assert result["steps"] < 400 and result["requested_steps"] == 800, result["steps"]  # before the next rung's evaluation
+    result = outcome.record.result
+    assert result.stopped_behind and result.stopped_early.rung == 0, result.stopped_early
+    assert result.steps < 400 and result.extra["requested_steps"] == 800, result.steps  # before the next rung's evaluation
     assert json.loads((out / STOP_FILE).read_text())["steps"] == 200
     assert any(p.get("steps") == 100 and p.get("total_steps") == 800 for p in polls)  # live progress reached the driver's disk
 
@@ -217,7 +217,7 @@ def test_a_killed_ray_worker_is_retried_and_an_application_error_is_not(tmp_path
     assert killed, "the job was never seen mid-training"
     assert outcomes[0].ok, outcomes[0].reason
     assert int((good / PID_FILE).read_text()) != killed[0]
-    assert outcomes[0].record["result"]["steps"] == 300
+    assert outcomes[0].record.result.steps == 300
     assert not outcomes[1].ok and not outcomes[1].interrupted
     assert "names no code_path" in (outcomes[1].reason or "")
 

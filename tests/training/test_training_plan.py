@@ -13,13 +13,13 @@ import pytest
 
 from policies.config import TrainConfig
 from policies.plan import TrainingPlan, resolve_training_plan
-from sim_envs import get_task
+from sim_envs import codec, get_task
 from sim_envs.errors import ConfigError
 from text2reward.loop import Loop, start_run
 from text2reward.runs.store import RunStore
 from text2reward.settings import RunConfig
 from text2reward.training.early_stop import EarlyStopRule, rung_steps
-from text2reward.training.job import DONE_FILE, JOB_FILE, TrainJob
+from text2reward.training.job import DONE_FILE, JOB_FILE, TrainJob, read_job
 
 PPO_TINY = {"clip_range": 0.1, "n_steps": 64, "batch_size": 32, "eval_freq": 64}
 """`eval_freq` as an --hp, not --eval-freq: the early stopper then has to look the hyper-parameters up."""
@@ -31,7 +31,7 @@ def test_the_plan_resolves_the_budget_the_algorithm_and_its_flags_once():
     plan = resolve_training_plan(config, task)
     assert (plan.steps, plan.algo, plan.n_envs, plan.seeds, plan.device) == (task.default_steps, "ppo", 2, (5,), "auto")
     assert plan.hyperparams["algo_kwargs"]["clip_range"] == 0.1 and plan.params().algo == "ppo"
-    assert TrainingPlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+    assert codec.read(TrainingPlan, json.loads(json.dumps(codec.write(plan)))) == plan
     with pytest.raises(dataclasses.FrozenInstanceError):
         plan.steps = 1  # type: ignore[misc]
     with pytest.raises(TypeError):
@@ -53,7 +53,7 @@ def test_algo_ppo_with_its_hp_trains_and_the_early_stopper_reads_the_workers_pla
     [candidate] = store.candidates()
     assert candidate.status == "trained", candidate
     folder = store.candidate_dir(0, 0) / "training"
-    job = TrainJob.from_dict(json.loads((folder / JOB_FILE).read_text()))
+    job = read_job(json.loads((folder / JOB_FILE).read_text()))
     result = json.loads((folder / DONE_FILE).read_text())["result"]
     assert job.plan is not None and job.plan.algo == "ppo" and job.plan.hyperparams["algo_kwargs"]["clip_range"] == 0.1
     assert (result["algo"], result["hyperparams"]["algo_kwargs"]["clip_range"]) == ("ppo", 0.1)
@@ -74,11 +74,11 @@ def test_the_worker_trains_by_the_plan_and_a_job_without_one_still_trains(tmp_pa
         train = TrainConfig(task_id=task.id, out_dir=out / "train", steps=steps_in_settings, eval_freq=40, eval_episodes=1,
                             overrides={"learning_starts": 20, "batch_size": 16}, algo="sac", device="cpu")
         job = TrainJob(train=train, analysis_episodes=0, resumable=False)
-        data = job.to_dict()
+        data = codec.write(job)
         if plan_steps is not None:
-            data["plan"] = resolve_training_plan(dataclasses.replace(train, steps=plan_steps), task).to_dict()
+            data["plan"] = codec.write(resolve_training_plan(dataclasses.replace(train, steps=plan_steps), task))
         else:
-            del data["plan"]
+            assert "plan" not in data  # a job without a plan writes none: a job.json from before plans
         out.mkdir()
         (out / JOB_FILE).write_text(json.dumps(data))
         done = subprocess.run([sys.executable, "-m", "text2reward.training.job", str(out / JOB_FILE)], capture_output=True,

@@ -92,7 +92,7 @@ def validate(
     source = read_source_file(code, "code file", "a .py file defining compute_dense_reward(self, action)")
     report = validate_reward(source, task, mode=reward_mode)
     if as_json:
-        typer.echo(strict_json_dumps(report.to_dict(), indent=2, default=str))
+        typer.echo(strict_json_dumps(dataclasses.asdict(report), indent=2, default=str))  # every field, at nothing or not: a stable schema for scripts)
     else:
         print_validation(report)
     raise typer.Exit(0 if report.ok else 1)

@@ -198,13 +198,6 @@ def separating_facts(winner: dict[str, float], other: dict[str, float], count: i
 # --------------------------------------------------------------------------- peak vs final
 
 
-def peak_fell(train_result: Any) -> bool:
-    """Whether a candidate's success peaked during training above where it ended (its peak checkpoint is worth a look)."""
-    data = train_result.to_dict() if hasattr(train_result, "to_dict") else dict(train_result)
-    peak = data.get("peak") or {}
-    return bool(peak.get("model_path")) and float(peak.get("success_rate", 0.0)) > float(data.get("success_rate", 0.0))
-
-
 def peak_section(task: Task, comparison: PeakComparison) -> str:
     n = len(comparison.final)
     peak, final = Rate(sum(comparison.peak), n), Rate(sum(comparison.final), n)

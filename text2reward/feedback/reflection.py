@@ -7,6 +7,7 @@ from what really happened in training, never from the reward's own claims.
 from __future__ import annotations
 
 import math
+from dataclasses import is_dataclass
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ import numpy as np
 from policies.curve import CurvePoint
 from policies.score import progress_clause
 from policies.stats import Rate
-from text2reward.runs.records import ComponentStats, ComponentWindow, TrainingResult, read
+from text2reward.runs.records import ComponentStats, ComponentWindow, TrainingResult, read, write
 
 SAMPLES = 10
 """Points per component trajectory in the reflection (enough to see a trend, short enough to read)."""
@@ -33,7 +34,7 @@ def as_training_result(train_result: Any) -> TrainingResult:
     result.json) read once through the records' codec."""
     if isinstance(train_result, TrainingResult):
         return train_result
-    return read(TrainingResult, train_result.to_dict() if hasattr(train_result, "to_dict") else dict(train_result), "a training result")
+    return read(TrainingResult, write(train_result) if is_dataclass(train_result) else dict(train_result), "a training result")
 
 
 def _sample_indices(n: int, k: int = SAMPLES) -> list[int]:

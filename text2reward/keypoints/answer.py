@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from text2reward.errors import ConfigError, Text2RewardError
@@ -52,13 +52,9 @@ class KeypointAnswer:
 
     points: tuple[PixelPoint, ...]
     reason: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def point(self, name: str) -> PixelPoint | None:
         return next((p for p in self.points if p.name == name), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"points": [asdict(p) for p in self.points], "reason": self.reason}
 
 
 def _unfenced(body: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image, ImageDraw
 
-from text2reward.keypoints.scene import KeypointSet
+from text2reward.runs.keypoint_record import KeypointSet
 
 COLOURS = {"grasp": (40, 200, 60), "target": (230, 40, 40)}
 WAYPOINT_COLOUR = (250, 200, 20)

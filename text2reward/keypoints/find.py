@@ -18,6 +18,7 @@ import imageio.v3 as iio
 import numpy as np
 
 from policies.io import write_json_atomic, write_text_atomic
+from sim_envs.codec import read, write
 from sim_envs.task import Task
 from text2reward.errors import ConfigError
 from text2reward.generation.llm.base import Backend, GenerationRequest
@@ -26,8 +27,9 @@ from text2reward.generation.prompting import render_template
 from text2reward.keypoints.answer import MAX_WAYPOINTS, KeypointAnswer, KeypointReplyError, parse_answer, with_anchors
 from text2reward.keypoints.drawing import draw_keypoints
 from text2reward.keypoints.program import keypoint_program
-from text2reward.keypoints.scene import KeypointSet, Scene, keypoint_setup, lift, observe, oracle_answer
+from text2reward.keypoints.scene import Scene, keypoint_setup, lift, observe, oracle_answer
 from text2reward.keypoints.sources import keypoint_finder
+from text2reward.runs.keypoint_record import KeypointSet, KeypointsFile
 from text2reward.runs.records import PromptContext
 
 KEYPOINTS_FILE = "keypoints.json"
@@ -41,7 +43,7 @@ def read_keypoints(folder: Path) -> KeypointSet | None:
     path = Path(folder) / KEYPOINTS_FILE
     if not path.is_file():
         return None
-    return KeypointSet.from_dict(json.loads(path.read_text())["keypoints"])
+    return read(KeypointsFile, json.loads(path.read_text()), str(path)).keypoints
 
 
 def find_keypoints(task: Task, folder: Path, source: str = "oracle", backend: Backend | None = None, seed: int = 0,
@@ -72,8 +74,8 @@ def find_keypoints(task: Task, folder: Path, source: str = "oracle", backend: Ba
         keypoints, answer, replies = ask_model(backend, task, scene, image_path, folder, seed, say, anchors or {})
     _write_png(folder / "annotated.png", draw_keypoints(scene.shot.rgb, keypoints))
     write_text_atomic(folder / "reward.py", keypoint_program(keypoints, setup))
-    write_json_atomic(folder / KEYPOINTS_FILE, {"keypoints": keypoints.to_dict(), "answer": answer.to_dict(),
-                                                "replies": [f"reply_{i + 1}.md" for i in range(len(replies))]})
+    record = KeypointsFile(keypoints, write(answer), [f"reply_{i + 1}.md" for i in range(len(replies))])
+    write_json_atomic(folder / KEYPOINTS_FILE, write(record))
     return keypoints
 
 

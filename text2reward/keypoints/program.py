@@ -18,7 +18,7 @@ import numpy as np
 from policies.reward_program import ENTRY_POINT
 from sim_envs.task import KeypointSetup
 from text2reward.errors import ConfigError
-from text2reward.keypoints.scene import Keypoint, KeypointSet
+from text2reward.runs.keypoint_record import Keypoint, KeypointSet
 
 REACH_SCALE = 10.0
 """1/m: the grasp approach pays 1 - tanh(REACH_SCALE * distance), as the expert rewards' reach terms do."""

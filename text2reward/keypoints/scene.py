@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
-from typing import Any
 
 import mujoco
 import numpy as np
 
-from sim_envs.camera import CameraModel, CameraShot, shoot, surface_below
+from sim_envs.camera import CameraShot, shoot, surface_below
 from sim_envs.task import KeypointSetup, Task
 from text2reward.errors import ConfigError
 from text2reward.keypoints.answer import KeypointAnswer, KeypointReplyError, PixelPoint
-from text2reward.runs.keypoint_record import Keypoint
+from text2reward.runs.keypoint_record import Keypoint, KeypointSet
 
 BACKGROUND_DEPTH = 10.0
 """Metres: a pixel deeper than this shows no surface of the scene (the sky or the far plane)."""
@@ -69,34 +68,6 @@ def observe(task: Task, seed: int = 0, camera: str | None = None, size: int = 48
     finally:
         env.close()
     return Scene(task.id, seed, shot, anchors, effector, truths)
-
-
-@dataclass(frozen=True)
-class KeypointSet:
-    """A task's keypoints in path order (grasp, waypoints, target), where they came from, and the camera."""
-
-    task_id: str
-    source: str
-    """"oracle", or the backend and model that answered (e.g. "openai:gpt-4o")."""
-    seed: int
-    camera: CameraModel
-    points: tuple[Keypoint, ...]
-    effector: tuple[float, float, float]
-    """The end effector in the pictured state (where a reach's path starts)."""
-    reason: str = ""
-
-    def point(self, name: str) -> Keypoint | None:
-        return next((p for p in self.points if p.name == name), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "source": self.source, "seed": self.seed, "camera": self.camera.to_dict(),
-                "points": [p.to_dict() for p in self.points], "effector": list(self.effector), "reason": self.reason}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> KeypointSet:
-        return cls(str(data["task_id"]), str(data["source"]), int(data["seed"]), CameraModel.from_dict(data["camera"]),
-                   tuple(Keypoint.from_dict(p) for p in data["points"]), _triple(np.array(data["effector"], dtype=np.float64)),
-                   str(data.get("reason", "")))
 
 
 def lift(answer: KeypointAnswer, scene: Scene, source: str) -> KeypointSet:

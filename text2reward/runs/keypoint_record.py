@@ -1,8 +1,9 @@
-"""A run's keypoints as a report reads them: `keypoints/keypoints.json` checked field by field, and formatted.
+"""A run's keypoints: the record of `keypoints/keypoints.json` (`KeypointsFile`), and the report's view of it.
 
 Why here and not in text2reward.keypoints: the report and the dashboard read runs only (the dashboard may not import
-a stage), and a hand-edited or cut file must read as "no keypoints", never fail a report or a page. The point record
-(`Keypoint`) lives here too, so the stage that writes the file and the display that reads it share one schema.
+a stage), and a hand-edited or cut file must read as "no keypoints", never fail a report or a page. The records
+(`Keypoint`, `KeypointSet`, `KeypointsFile`) live here, so the stage that writes the file and the display that reads it
+share one schema, read and written by the codec (sim_envs.codec).
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from sim_envs.camera import CameraModel
+from sim_envs.codec import RecordError, read
 from text2reward.runs.store import RunStore
 
 KEYPOINTS_FILE = "keypoints/keypoints.json"
@@ -35,16 +38,33 @@ class Keypoint:
     offset: tuple[float, float, float] | None = None
     """world - the anchor's position in the first state: the reward puts the keypoint at anchor + offset."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "pixel": list(self.pixel), "height": self.height, "world": list(self.world),
-                "anchor": self.anchor, "offset": list(self.offset) if self.offset is not None else None}
 
-    @classmethod
-    def from_dict(cls, data: Any) -> Keypoint:
-        """A point as `to_dict` wrote it; a malformed one raises KeyError, TypeError or ValueError."""
-        anchor, offset = data.get("anchor"), data.get("offset")
-        return cls(str(data["name"]), _pair(data["pixel"]), float(data.get("height") or 0.0), _triple(data["world"]),
-                   None if anchor is None else str(anchor), None if offset is None else _triple(offset))
+@dataclass(frozen=True)
+class KeypointSet:
+    """A task's keypoints in path order (grasp, waypoints, target), where they came from, and the camera."""
+
+    task_id: str
+    source: str
+    """"oracle", or the backend and model that answered (e.g. "openai:gpt-4o")."""
+    seed: int
+    camera: CameraModel
+    points: tuple[Keypoint, ...]
+    effector: tuple[float, float, float]
+    """The end effector in the pictured state (where a reach's path starts)."""
+    reason: str = ""
+
+    def point(self, name: str) -> Keypoint | None:
+        return next((p for p in self.points if p.name == name), None)
+
+
+@dataclass(frozen=True)
+class KeypointsFile:
+    """keypoints.json: the keypoints, the answer they were lifted from (the keypoint stage's `KeypointAnswer`, kept
+    as written), and the raw replies' file names."""
+
+    keypoints: KeypointSet
+    answer: dict[str, Any] = field(default_factory=dict)
+    replies: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -76,34 +96,24 @@ class KeypointRecord:
         return f"{self.source} (a vision model pointed at the image)"
 
 
-def _pair(value: Any) -> tuple[float, float]:
-    if not isinstance(value, (list, tuple)) or len(value) != 2:
-        raise ValueError(f"expected 2 numbers, got {value!r}")
-    return float(value[0]), float(value[1])
-
-
-def _triple(value: Any) -> tuple[float, float, float]:
-    if not isinstance(value, (list, tuple)) or len(value) != 3:
-        raise ValueError(f"expected 3 numbers, got {value!r}")
-    return float(value[0]), float(value[1]), float(value[2])
-
-
 def parse_keypoints(data: Any) -> KeypointRecord | None:
     """The keypoints a run was given, or None when `data` (keypoints.json as loaded) is not their record."""
     try:
-        found = data["keypoints"]
-        camera = found["camera"]
-        replies = [str(name) for name in data.get("replies") or []]
-        return KeypointRecord(
-            source=str(found["source"]), seed=int(found.get("seed") or 0), camera=str(camera["name"]),
-            width=int(camera["width"]), height=int(camera["height"]), fovy_degrees=float(camera["fovy_degrees"]),
-            camera_position=_triple(camera["position"]), points=tuple(Keypoint.from_dict(p) for p in found["points"]),
-            effector=_triple(found["effector"]) if found.get("effector") is not None else None,
-            reason=" ".join(str(found.get("reason") or "").split()),
-            replies=tuple(name for name in replies if REPLY_NAME.match(name)),
-        )
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+        file = read(KeypointsFile, data, KEYPOINTS_FILE)
+    except RecordError:
         return None
+    found, replies, camera = file.keypoints, file.replies, file.keypoints.camera
+    return KeypointRecord(
+        source=found.source, seed=found.seed, camera=camera.name, width=camera.width, height=camera.height,
+        fovy_degrees=camera.fovy_degrees, camera_position=_vector(camera.position), points=found.points,
+        effector=found.effector, reason=" ".join(found.reason.split()),
+        replies=tuple(name for name in replies if REPLY_NAME.match(name)),
+    )
+
+
+def _vector(values: Any) -> tuple[float, float, float]:
+    x, y, z = (float(v) for v in values)
+    return x, y, z
 
 
 def read_keypoint_record(store: RunStore) -> KeypointRecord | None:

@@ -2,7 +2,7 @@
 
 Why dataclasses read at the store boundary: the records are JSON files people open, diff and feed to other tools, so
 on disk they stay the plain JSON they always were; in the code each is a class whose fields mypy checks. Their JSON
-is derived from their fields by one codec (runs/codec.py: `write`, and `read` naming the file and the field when
+is derived from their fields by one codec (sim_envs/codec.py: `write`, and `read` naming the file and the field when
 something is wrong); what an older layout wrote differently is declared on the field it concerns (`legacy`,
 `fallback`, `reader`). A field a record may lack is `None` (or empty) in the class and absent from the file. Fields
 this text2reward does not know (written by a newer one) are kept in `extra` and written back untouched.
@@ -21,7 +21,7 @@ from typing import Any, TypeGuard, TypeVar
 
 from policies.curve import CurvePoint
 from policies.stats import Rate
-from text2reward.runs.codec import Json, RecordError, fallback, legacy, read, reader, write
+from sim_envs.codec import Json, RecordError, fallback, legacy, read, reader, write
 from text2reward.runs.statuses import CandidateStatus, FailureCause, RunStatus, StopKind
 
 __all__ = ["CurvePoint", "Json", "RecordError", "read", "write"]  # re-exported: the records' readers import them from here
@@ -166,10 +166,44 @@ class TrainingResult:
 
 
 @dataclass(frozen=True)
-class FinalEvaluation:
-    """result.json's final evaluation, as far as the run reads it: its episodes (how many)."""
+class FinalEpisode:
+    """One episode of the final evaluation (policies.evaluate's `Episode`), as far as the run reads it: whether it
+    succeeded; the rest (returns, lengths, the success rule's figures) is kept as written."""
 
-    episodes: list[Any] = field(default_factory=list)
+    success: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FinalEvaluation:
+    """result.json's final evaluation, as far as the run reads it: its episodes (how many, which succeeded)."""
+
+    episodes: list[FinalEpisode] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def successes(self) -> list[bool]:
+        return [episode.success for episode in self.episodes]
+
+
+@dataclass(frozen=True)
+class UsedHyperparams:
+    """result.json's hyper-parameters (policies.hyperparams.Hyperparams, as the training used them), as far as the run
+    reads them: the algorithm's keyword arguments; the rest kept as written."""
+
+    algo_kwargs: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TrainingPeak:
+    """The best evaluation during training (policies.train): its step, success and episodes, and the checkpoint saved
+    there (`PEAK_MODEL_FILE`)."""
+
+    steps: int
+    success_rate: float
+    episodes: int = 0
+    model_path: str = ""
 
 
 @dataclass(frozen=True)
@@ -224,6 +258,20 @@ class ResultFile(TrainingResult):
     delivered: Delivered | None = None
     final_policy: FinalPolicy | None = None
     stopped_early: EarlyStop | None = None
+    model_path: str = ""
+    peak: TrainingPeak | None = None
+    hyperparams: UsedHyperparams | None = None
+    """The settings the training used (None in results older than this field)."""
+    her: bool = False
+    """Trained with hindsight experience replay: the policy reads the dict observation (policies.her.flat_observations)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """The rest of result.json (the task, the reward, the timings...), kept as written."""
+
+    @property
+    def peak_fell(self) -> bool:
+        """Success peaked during training above where it ended, with the peak's checkpoint saved (worth a look)."""
+        return (self.peak is not None and bool(self.peak.model_path)
+                and self.peak.success_rate > (self.success_rate if self.success_rate is not None else 0.0))
 
     @property
     def final_episodes(self) -> int:
@@ -248,9 +296,26 @@ def read_result(result: Mapping[str, Any], what: str = "result.json") -> ResultF
 
 @dataclass(frozen=True)
 class Video:
-    """A job's rollout video, as done.json records it: its keyframes (image files, absolute)."""
+    """A job's rollout video, as done.json records it (policies.video.record_video): its keyframes (image files,
+    absolute); the rest (path, frames, fps...) kept as written."""
 
     keyframes: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PeakCheck:
+    """The peak checkpoint played on the final evaluation's episodes beside the final policy (training.job.analyse):
+    its success there, the discordant episodes, McNemar's exact p, and whether it was delivered in the final's place."""
+
+    steps: int
+    success_on_final_episodes: float
+    only_peak: int
+    only_final: int
+    p_value: float
+    delivered: bool = False
+    progress_on_final_episodes: tuple[float, float] | None = None
+    """(mean, standard error) of the peak's progress on those episodes, where the task measures progress."""
 
 
 @dataclass
@@ -262,6 +327,23 @@ class DoneRecord:
     behaviour_text: str = ""
     facts: dict[str, float] = field(default_factory=dict)
     video: Video | None = None
+    feedback_text: str = ""
+    analysed_seeds: list[int] = field(default_factory=list)
+    """The reset seeds of the analysed episodes: the final evaluation's first ones."""
+    peak: PeakCheck | None = None
+
+
+@dataclass(frozen=True)
+class ProgressFile:
+    """A running job's progress.json (training.job.JobProgress): its latest evaluation (a curve point's fields, the
+    rest kept as written), its step budget, and what the worker does after training (`phase`)."""
+
+    steps: int = 0
+    success_rate: float | None = None
+    mean_return: float | None = None
+    total_steps: int | None = None
+    phase: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -72,9 +72,6 @@ class Limits:
     isolation: str = "auto"
     """"auto": the first jail whose self-test passes here (bubblewrap, then Landlock + seccomp);
     "bubblewrap" or "landlock": that one or refuse. No setting runs model code without a jail."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def limit_config(limits: Limits, cpu: bool) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from policies.reward_modes import runnable_source
@@ -36,9 +36,6 @@ class ValidationReport:
     component_names: list[str] = field(default_factory=list)
     """Every component name the reward returned on the validation's states (a valid name each, at most
     `MAX_COMPONENTS`): the set its training may use (sandbox.reward.SandboxedReward refuses a new one)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def validate(code: str, task: Task, samples: list[Sample] | None = None, limits: Limits | None = None,

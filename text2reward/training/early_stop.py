@@ -27,7 +27,6 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from policies.curve import CurvePoint
 from policies.stats import Rate
@@ -63,10 +62,6 @@ class StopDecision:
     reason: str
     leader: str | None = None
     """The candidate it trailed: the ranking never puts a stopped candidate above the one that stopped it."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"rung": self.rung, "steps": self.steps, "reason": self.reason,
-                **({"leader": self.leader} if self.leader is not None else {})}
 
 
 @dataclass(frozen=True)

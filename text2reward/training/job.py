@@ -12,15 +12,14 @@ import os
 import shutil
 import sys
 import traceback
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from policies.checkpoint import remove_checkpoint
 from policies.config import TrainConfig
 from policies.evaluate import model_actor, run_episode
-from policies.her import flat_observations
 from policies.io import atomic_file, write_json_atomic, write_text_atomic
 from policies.plan import TrainingPlan, resolve_training_plan
 from policies.reward_modes import DEFAULT_GAMMA, runnable_source
@@ -28,10 +27,11 @@ from policies.reward_program import reward_from_spec
 from policies.score import mean_and_se
 from policies.stats import Rate
 from policies.task_env import make_task_env
-from sim_envs import get_task, load_task_file
+from sim_envs import codec, get_task, load_task_file
 from sim_envs.errors import RewardProgramError, Text2RewardError
 from sim_envs.task import Task
 from text2reward.errors import ConfigError
+from text2reward.runs.records import Delivered, DoneRecord, FinalPolicy, PeakCheck, ResultFile, Video, read_result
 
 JOB_FILE = "job.json"
 DONE_FILE = "done.json"
@@ -77,28 +77,21 @@ class TrainJob:
     def out_dir(self) -> str:
         return str(Path(self.train.out_dir).parent)
 
-    def to_dict(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        return {**data, "train": {**asdict(self.train), "out_dir": str(self.train.out_dir)},
-                "plan": self.plan.to_dict() if self.plan is not None else None}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrainJob:
-        data = dict(data)
-        if "train" not in data:  # the first layout: training settings at the top level
-            settings = {key: data.pop(key) for key in LEGACY_FIELDS if key in data}
-            data["train"] = {**settings, "out_dir": str(Path(data.pop("out_dir")) / TRAIN_DIR)}
-        train = dict(data.pop("train"))
-        train["out_dir"] = Path(train["out_dir"])
-        plan = data.pop("plan", None)
-        return cls(train=TrainConfig(**train), plan=TrainingPlan.from_dict(plan) if plan is not None else None, **data)
-
     def write(self) -> Path:
-        return write_json_atomic(Path(self.out_dir) / JOB_FILE, self.to_dict())
+        return write_json_atomic(Path(self.out_dir) / JOB_FILE, codec.write(self))
 
 
-def run_job(job: TrainJob) -> dict[str, Any]:
-    """Train, then analyse the trained policy's behaviour; returns the done record."""
+def read_job(data: Any, what: str = JOB_FILE) -> TrainJob:
+    """A job.json as loaded, in either layout (the first held the training settings at its top level)."""
+    if isinstance(data, Mapping) and "train" not in data and "out_dir" in data:
+        settings = {key: data[key] for key in LEGACY_FIELDS if key in data}
+        rest = {key: value for key, value in data.items() if key not in LEGACY_FIELDS and key != "out_dir"}
+        data = {**rest, "train": {**settings, "out_dir": str(Path(str(data["out_dir"])) / TRAIN_DIR)}}
+    return codec.read(TrainJob, data, what)
+
+
+def run_job(job: TrainJob) -> DoneRecord:
+    """Train, then analyse the trained policy's behaviour; returns the done record (done.json)."""
     from policies.train import train  # SB3 and torch (~1.8 s): this module loads with every `t2r` command; only a worker trains
 
     if job.task_file:
@@ -112,13 +105,13 @@ def run_job(job: TrainJob) -> dict[str, Any]:
     try:
         result = train(config, reward_fn=reward_fn, on_eval=progress.publish, on_phase=progress.phase, resumable=job.resumable,
                        plan=plan)
-        record: dict[str, Any] = {"result": result.to_dict(), "warnings": []}
+        record = DoneRecord(result=read_result(codec.write(result), str(Path(config.out_dir) / "result.json")))
         analyse_and_film(job, task, reward_fn, record, progress.phase)
     finally:
         close = getattr(reward_fn, "close", None)
         if close is not None:
             close()
-    write_json_atomic(out / DONE_FILE, record)
+    write_json_atomic(out / DONE_FILE, codec.write(record))
     remove_checkpoint(config.out_dir)  # a finished job is never run again (the pool skips done.json)
     return record
 
@@ -152,68 +145,83 @@ class JobProgress:
         write_json_atomic(self.path, {**self.latest, "total_steps": self.total_steps, "phase": name})
 
 
-def analyse_and_film(job: TrainJob, task: Any, reward_fn: Any, record: dict[str, Any], phase: Callable[[str], None]) -> None:
+def analyse_and_film(job: TrainJob, task: Any, reward_fn: Any, record: DoneRecord, phase: Callable[[str], None]) -> None:
     """After training, as the job asks: describe the policy's rollouts (the next prompt's feedback) and film one, into
     `record`. The policy trained: a failed analysis or video is a warning on it, never its failure."""
     from policies.train import load_policy  # SB3 and torch: as run_job
 
     if job.analysis_episodes <= 0 and not job.video:
         return
-    config, out, result = job.train, Path(job.out_dir), record["result"]
+    config, out, result = job.train, Path(job.out_dir), record.result
     model, _ = load_policy(config.out_dir)
     if job.analysis_episodes > 0:
         phase(f"analysing {job.analysis_episodes} rollouts")
         try:
             analysis = analyse(task, model, reward_fn, config.seed, job.analysis_episodes, result, config.reward_mode)
-            record["warnings"].extend(analysis.pop("warnings", []))
-            record.update(analysis)
-            write_text_atomic(out / "feedback.md", record["feedback_text"])
-            if (record.get("peak") or {}).get("delivered"):
-                deliver_peak(result, record["peak"], Path(config.out_dir))
+            record.warnings.extend(analysis.warnings)
+            record.feedback_text, record.behaviour_text, record.facts = analysis.feedback_text, analysis.behaviour_text, analysis.facts
+            record.analysed_seeds, record.peak = analysis.analysed_seeds, analysis.peak
+            write_text_atomic(out / "feedback.md", record.feedback_text)
+            if record.peak is not None and record.peak.delivered:
+                deliver_peak(result, record.peak, Path(config.out_dir))
                 model, _ = load_policy(config.out_dir)  # the video films the delivered policy
         except Exception as exc:
-            record["warnings"].append(f"trajectory analysis failed: {_reason(exc)}")
+            record.warnings.append(f"trajectory analysis failed: {_reason(exc)}")
     if not job.video:
         return
-    if (result.get("stopped_early") or {}).get("kind") == "behind":  # a candidate stopped for losing frees its worker now
-        record["warnings"].append("no rollout video: training was stopped early for trailing the round's leader")
+    if result.stopped_behind:  # a candidate stopped for losing frees its worker now
+        record.warnings.append("no rollout video: training was stopped early for trailing the round's leader")
         return
     from policies.video import record_video  # imageio and ffmpeg (~25 ms): only a job that films loads them
 
     phase("filming a rollout")
     try:
-        record["video"] = record_video(task, model_actor(model), out / "rollout.mp4", episodes=1, seed=config.seed + 30_000,
-                                       size=256, keyframes=4, flatten=flat_observations(result))
+        filmed = record_video(task, model_actor(model), out / "rollout.mp4", episodes=1, seed=config.seed + 30_000,
+                              size=256, keyframes=4, flatten=not result.her)
+        record.video = codec.read(Video, filmed, "the rollout video's record")
     except Exception as exc:
-        record["warnings"].append(f"rollout video failed: {_reason(exc)}")
+        record.warnings.append(f"rollout video failed: {_reason(exc)}")
 
 
-def analyse(task: Any, model: Any, reward_fn: Any, seed: int, episodes: int, result: dict[str, Any],
-            reward_mode: str = "dense") -> dict[str, Any]:
+@dataclass
+class Analysis:
+    """What `analyse` found: the next prompt's feedback, the behaviour in words, the mean facts, the episodes it
+    replayed, and the peak checkpoint against the final policy where success fell after a peak."""
+
+    feedback_text: str
+    behaviour_text: str
+    facts: dict[str, float]
+    analysed_seeds: list[int]
+    warnings: list[str] = field(default_factory=list)
+    peak: PeakCheck | None = None
+
+
+def analyse(task: Any, model: Any, reward_fn: Any, seed: int, episodes: int, result: ResultFile,
+            reward_mode: str = "dense") -> Analysis:
     """Describe what the trained policy did (the next prompt's feedback), on the env it was evaluated on: the final
     evaluation's first `episodes` episodes, replayed (same reset seeds, same deterministic policy), so the analysis
     and the evaluation speak of the same episodes. A policy whose success fell after a peak has its peak checkpoint
     played on the same episodes beside it (text2reward.feedback.compose)."""
     from policies.train import EVAL_SEED_OFFSET, load_policy  # SB3 and torch; the feedback (~15 ms): only a worker analyses
     from text2reward.feedback import build_feedback_text, describe_behaviour
-    from text2reward.feedback.compose import AnalysedEpisodes, PeakComparison, mean_facts, peak_fell
+    from text2reward.feedback.compose import AnalysedEpisodes, PeakComparison, mean_facts
 
-    gamma = float((result.get("hyperparams") or {}).get("algo_kwargs", {}).get("gamma", DEFAULT_GAMMA))
-    evaluation = [bool(e["success"]) for e in (result.get("final_eval") or {}).get("episodes") or []]
+    kwargs = result.hyperparams.algo_kwargs if result.hyperparams is not None else {}
+    gamma = float(kwargs.get("gamma", DEFAULT_GAMMA))  # SB3's own keyword, as the family's file spells it
+    evaluation = result.final_eval.successes if result.final_eval is not None else []
     first = seed + EVAL_SEED_OFFSET  # the final evaluation's reset seeds: first, first + 1, ...
     count = min(episodes, len(evaluation)) if evaluation else episodes
-    env = make_task_env(task, reward_fn, seed=first, reward_mode=reward_mode, gamma=gamma, flatten=flat_observations(result))
+    env = make_task_env(task, reward_fn, seed=first, reward_mode=reward_mode, gamma=gamma, flatten=not result.her)
     peak, peak_progress = None, None
     try:
         act = model_actor(model)
         rollouts = [run_episode(env, act, seed=first + i, record_views=True) for i in range(count)]
-        if evaluation and peak_fell(result):
-            peak_act = model_actor(load_policy(result["peak"]["model_path"])[0])
+        if evaluation and result.peak is not None and result.peak_fell:
+            during = result.peak
+            peak_act = model_actor(load_policy(during.model_path)[0])
             played = [run_episode(env, peak_act, seed=first + i, record_views=i < count) for i in range(len(evaluation))]
-            during = result["peak"]
             peak = PeakComparison(
-                steps=int(during["steps"]),
-                during_training=Rate.of(during["success_rate"], int(during.get("episodes") or result.get("eval_episodes") or 5)),
+                steps=during.steps, during_training=Rate.of(during.success_rate, during.episodes or result.episodes[0]),
                 peak=[e.success for e in played], final=evaluation, peak_episodes=played[:count], final_episodes=rollouts)
             if all(e.progress is not None for e in played):
                 peak_progress = mean_and_se(float(e.progress or 0.0) for e in played)
@@ -221,40 +229,37 @@ def analyse(task: Any, model: Any, reward_fn: Any, seed: int, episodes: int, res
         env.close()
     successes = [e.success for e in rollouts]
     analysed = AnalysedEpisodes(seeds=[first + i for i in range(count)], evaluation=evaluation, replayed=successes) if evaluation else None
-    record: dict[str, Any] = {  # the rollouts themselves: their views and the scene's features at each reset
-        "feedback_text": build_feedback_text(task, result, rollouts, successes, analysed=analysed, peak=peak),
-        "behaviour_text": describe_behaviour(task, rollouts, successes),
-        "facts": mean_facts(task, rollouts),
-        "analysed_seeds": [first + i for i in range(count)],
-    }
+    analysis = Analysis(  # the rollouts themselves: their views and the scene's features at each reset
+        feedback_text=build_feedback_text(task, result, rollouts, successes, analysed=analysed, peak=peak),
+        behaviour_text=describe_behaviour(task, rollouts, successes), facts=mean_facts(task, rollouts),
+        analysed_seeds=[first + i for i in range(count)])
     if analysed is not None and not analysed.agrees:
-        record["warnings"] = ["the analysis's replays of the final evaluation's episodes did not repeat its successes"]
+        analysis.warnings.append("the analysis's replays of the final evaluation's episodes did not repeat its successes")
     if peak is not None:
-        record["peak"] = {"steps": peak.steps, "success_on_final_episodes": sum(peak.peak) / len(peak.peak),
-                          "only_peak": peak.only_peak, "only_final": peak.only_final, "p_value": peak.p_value,
-                          "delivered": peak.peak_delivered,
-                          **({"progress_on_final_episodes": list(peak_progress)} if peak_progress is not None else {})}
-    return record
+        analysis.peak = PeakCheck(steps=peak.steps, success_on_final_episodes=sum(peak.peak) / len(peak.peak),
+                                  only_peak=peak.only_peak, only_final=peak.only_final, p_value=peak.p_value,
+                                  delivered=peak.peak_delivered, progress_on_final_episodes=peak_progress)
+    return analysis
 
 
-def deliver_peak(result: dict[str, Any], peak: dict[str, Any], out_dir: Path) -> None:
+def deliver_peak(result: ResultFile, peak: PeakCheck, out_dir: Path) -> None:
     """Make the peak checkpoint the candidate's policy: its file becomes model.zip (the final policy is kept beside it
     as final_model.zip) and the result's success is the peak's on the final evaluation's episodes, the final policy's
     figures kept under `final_policy`. Why: a peak that is better beyond noise on the same episodes (McNemar) is the
     better policy; ranking, video, the Python result and the report then all speak of the one that is delivered."""
-    model, peak_file = Path(result["model_path"]), Path(result["peak"]["model_path"])
+    assert result.peak is not None  # a peak was compared, so the result had one
+    model, peak_file = Path(result.model_path), Path(result.peak.model_path)
     shutil.copyfile(model, out_dir / FINAL_MODEL_FILE)
     with atomic_file(model) as handle:
         handle.write(peak_file.read_bytes())
-    episodes = int(result.get("final_eval_episodes") or len((result.get("final_eval") or {}).get("episodes") or []))
-    result["final_policy"] = {"success_rate": result["success_rate"], "episodes": episodes,
-                              "model_path": str(out_dir / FINAL_MODEL_FILE)}
-    result["success_rate"] = float(peak["success_on_final_episodes"])
-    if peak.get("progress_on_final_episodes") and result.get("mean_progress") is not None:  # the delivered policy's progress
-        result["final_policy"] |= {"mean_progress": result["mean_progress"], "progress_se": result.get("progress_se")}
-        result["mean_progress"], result["progress_se"] = (float(v) for v in peak["progress_on_final_episodes"])
-    result["delivered"] = {"policy": "peak", "steps": int(peak["steps"]), "p_value": float(peak["p_value"]),
-                           "only_peak": int(peak["only_peak"]), "only_final": int(peak["only_final"])}
+    final = FinalPolicy(success_rate=result.success_rate or 0.0, episodes=result.final_episodes, model_path=str(out_dir / FINAL_MODEL_FILE))
+    result.success_rate = peak.success_on_final_episodes
+    if peak.progress_on_final_episodes is not None and result.mean_progress is not None:  # the delivered policy's progress
+        final = replace(final, mean_progress=result.mean_progress, progress_se=result.progress_se)
+        result.mean_progress, result.progress_se = peak.progress_on_final_episodes
+    result.final_policy = final
+    result.delivered = Delivered(policy="peak", steps=peak.steps, p_value=peak.p_value, only_peak=peak.only_peak,
+                                 only_final=peak.only_final)
 
 
 def _reason(exc: BaseException) -> str:
@@ -286,7 +291,7 @@ def execute(job: TrainJob) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    job = TrainJob.from_dict(json.loads(Path(argv[0]).read_text()))
+    job = read_job(json.loads(Path(argv[0]).read_text()), argv[0])
     return 0 if execute(job) else 1
 
 

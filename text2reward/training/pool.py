@@ -19,11 +19,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from policies.curve import CurvePoint
 from policies.io import write_json_atomic
-from text2reward.runs.records import DoneRecord, JobError, RecordError, read
+from text2reward.runs.records import DoneRecord, JobError, ProgressFile, RecordError, read, write
 from text2reward.runs.statuses import FailureCause
 from text2reward.training.early_stop import EarlyStopper
 from text2reward.training.job import DONE_FILE, ERROR_FILE, JOB_FILE, PID_FILE, PROGRESS_FILE, WORKER_LOG, TrainJob
@@ -36,7 +36,8 @@ Say = Callable[[str], None]
 class JobOutcome:
     job: TrainJob
     ok: bool
-    record: dict[str, Any] | None
+    record: DoneRecord | None
+    """The worker's done.json, when it finished."""
     reason: str | None
     interrupted: bool = False
     """True when the worker died without reporting (killed): the job is retried on resume."""
@@ -51,28 +52,30 @@ class JobOutcome:
         return not self.ok and self.cause != FailureCause.REWARD
 
 
-def job_progress(out_dir: str | Path) -> dict[str, Any] | None:
-    """The job's latest evaluation point ({steps, success_rate, total_steps, ...}), if any yet."""
+def job_progress(out_dir: str | Path) -> ProgressFile | None:
+    """The job's progress.json (its latest evaluation, or what it does now), if any yet; None where it does not read
+    (a display never fails on the worker's file)."""
     path = Path(out_dir) / PROGRESS_FILE
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        return read(ProgressFile, json.loads(path.read_text()), str(path))
+    except (OSError, ValueError, RecordError):
         return None
 
 
-def job_done(out_dir: str | Path) -> dict[str, Any] | None:
+def job_done(out_dir: str | Path) -> DoneRecord | None:
+    """The job's done.json, read once into its record (a malformed one is a RecordError naming the file)."""
     path = Path(out_dir) / DONE_FILE
-    return json.loads(path.read_text()) if path.is_file() else None
+    return read(DoneRecord, json.loads(path.read_text()), str(path)) if path.is_file() else None
 
 
 def published_point(job: TrainJob) -> CurvePoint | None:
     """A running job's latest evaluation as it published it (progress.json); None before its first, between phases, or
     where the file holds no evaluation (the worker's own file: read as a record, never trusted further)."""
-    point = job_progress(job.out_dir)
-    if not point or point.get("phase") is not None:
+    progress = job_progress(job.out_dir)
+    if progress is None or progress.phase is not None:
         return None
     try:
-        return read(CurvePoint, point, str(Path(job.out_dir) / PROGRESS_FILE))
+        return read(CurvePoint, write(progress), str(Path(job.out_dir) / PROGRESS_FILE))
     except RecordError:
         return None
 
@@ -87,7 +90,7 @@ def _supervise(stopper: EarlyStopper, running: dict[int, TrainJob], names: list[
     for name, decision in stopper.decide(list(by_name)).items():
         stop_file = by_name[name].train.stop_file
         if stop_file and not Path(stop_file).exists():
-            write_json_atomic(Path(stop_file), decision.to_dict())
+            write_json_atomic(Path(stop_file), write(decision))
 
 
 def job_outcome(job: TrainJob, how: str) -> JobOutcome:
@@ -154,7 +157,7 @@ def schedule(
     def finish(index: int, outcome: JobOutcome) -> None:
         outcomes[index] = outcome
         if outcome.record is not None and early_stopper is not None:
-            early_stopper.observe(names[index], read(DoneRecord, outcome.record, str(Path(outcome.job.out_dir) / DONE_FILE)).result.curve)
+            early_stopper.observe(names[index], outcome.record.result.curve)
         if on_done:
             on_done(outcome)
 

@@ -10,30 +10,39 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from text2reward.runs.records import ProgressFile
 from text2reward.training.job import TrainJob
 from text2reward.training.pool import job_done, job_progress
 
 HEARTBEAT_SECONDS = 30.0
 
 
-def describe_point(point: dict[str, Any], done: bool) -> str:
+def describe_point(point: ProgressFile, done: bool) -> str:
     """`success 0.40, return 12.3` of the latest evaluation, then the phase or `done`."""
     parts = []
-    if "success_rate" in point:
-        parts.append(f"success {point['success_rate']:.2f}")
-    if isinstance(point.get("mean_return"), (int, float)):
-        parts.append(f"return {point['mean_return']:.4g}")
+    if point.success_rate is not None:
+        parts.append(f"success {point.success_rate:.2f}")
+    if point.mean_return is not None:
+        parts.append(f"return {point.mean_return:.4g}")
     note = ", ".join(parts)
     if done:
         return f"{note} done".strip()
-    if point.get("phase"):
-        return f"{note} · {point['phase']}..." if note else f"{point['phase']}..."
+    if point.phase:
+        return f"{note} · {point.phase}..." if note else f"{point.phase}..."
     return note
+
+
+def latest_point(job: TrainJob) -> tuple[ProgressFile | None, bool]:
+    """(the job's latest figures, whether it is done): its result once done.json is there, else its progress.json."""
+    done = job_done(job.out_dir)
+    if done is None:
+        return job_progress(job.out_dir), False
+    result = done.result
+    return ProgressFile(steps=result.steps, success_rate=result.success_rate, mean_return=result.mean_return), True
 
 
 class TrainingBars:
@@ -77,22 +86,20 @@ class TrainingBars:
         if self._progress is None:
             return
         for bar, job in self._bars:
-            done = job_done(job.out_dir)
-            point = (done or {}).get("result") or job_progress(job.out_dir)
-            if point:
-                total = point.get("total_steps") or self._progress.tasks[bar].total
-                self._progress.update(bar, completed=point.get("steps", 0), total=total, note=describe_point(point, bool(done)))
+            point, done = latest_point(job)
+            if point is not None:
+                total = point.total_steps or self._progress.tasks[bar].total
+                self._progress.update(bar, completed=point.steps, total=total, note=describe_point(point, done))
             elif (Path(job.out_dir) / "worker.pid").is_file():
                 self._progress.update(bar, note="starting")
 
     def _print_lines(self) -> None:
         for label, job in self._jobs:
-            done = job_done(job.out_dir)
-            point = (done or {}).get("result") or job_progress(job.out_dir)
-            if not point:
+            point, done = latest_point(job)
+            if point is None:
                 continue
-            total = point.get("total_steps") or job.train.steps
-            line = f"{label}: {point.get('steps', 0)}/{total or '?'} steps, {describe_point(point, bool(done))}".rstrip(", ")
+            total = point.total_steps or job.train.steps
+            line = f"{label}: {point.steps}/{total or '?'} steps, {describe_point(point, done)}".rstrip(", ")
             if self._said.get(label) != line:
                 self._said[label] = line
                 self._say(line)

@@ -34,10 +34,22 @@ from pathlib import Path
 from typing import Any
 
 from policies.io import current_umask, write_json_atomic, write_text_atomic
+from sim_envs.codec import read, write
 from text2reward.errors import ConfigError
 from text2reward.runs.statuses import FailureCause
-from text2reward.training.early_stop import EarlyStopper
-from text2reward.training.job import DONE_FILE, ERROR_FILE, JOB_FILE, PID_FILE, PROGRESS_FILE, TRAIN_DIR, WORKER_LOG, TrainJob, execute
+from text2reward.training.early_stop import EarlyStopper, StopDecision
+from text2reward.training.job import (
+    DONE_FILE,
+    ERROR_FILE,
+    JOB_FILE,
+    PID_FILE,
+    PROGRESS_FILE,
+    TRAIN_DIR,
+    WORKER_LOG,
+    TrainJob,
+    execute,
+    read_job,
+)
 from text2reward.training.pool import JobOutcome, job_outcome, job_progress, schedule
 
 LOOPBACK = "127.0.0.1"
@@ -187,7 +199,8 @@ class Reporter(threading.Thread):
             self.report()
 
     def report(self) -> None:
-        progress = job_progress(self.out)
+        read_back = job_progress(self.out)
+        progress = write(read_back) if read_back is not None else None
         if (progress, os.getpid()) != self.posted:  # calls from one caller reach the actor in order: no reply needed
             self.board.post.remote(self.key, progress, os.getpid())
             self.posted = (progress, os.getpid())
@@ -203,8 +216,8 @@ class Reporter(threading.Thread):
                 except Exception:  # a departed driver: the job goes on (Ray ends it with its driver)
                     pass
                 self.waiting = None
-        steps = int((progress or {}).get("steps", 0))
-        if self.decision is not None and steps >= int(self.decision.get("steps", 0)) and not self.stop_file.exists():
+        steps = read_back.steps if read_back is not None else 0
+        if self.decision is not None and steps >= read(StopDecision, self.decision, "a stop decision").steps and not self.stop_file.exists():
             write_json_atomic(self.stop_file, self.decision)
 
     def close(self) -> None:
@@ -236,7 +249,7 @@ def output_to(path: Path) -> Iterator[None]:
 
 def localise(payload: dict[str, Any], root: Path) -> TrainJob:
     """The job with every path moved under `root` (this worker's own folder), its inputs written there."""
-    job = TrainJob.from_dict(payload["job"])
+    job = read_job(payload["job"], "a Ray task's job")
     out, inputs = root / "job", root / "inputs"
     out.mkdir()
     inputs.mkdir()
@@ -291,7 +304,7 @@ def payload_of(job: TrainJob) -> dict[str, Any]:
     task_file = None
     if job.task_file:
         task_file = {"name": Path(job.task_file).name, "text": Path(job.task_file).read_text()}
-    return {"job": job.to_dict(), "job_dir": job.out_dir, "env": env, "task_file": task_file,
+    return {"job": write(job), "job_dir": job.out_dir, "env": env, "task_file": task_file,
             "code": Path(job.code_path).read_text() if job.code_path else None}
 
 

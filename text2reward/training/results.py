@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from text2reward.runs.records import Candidate, DoneRecord, FailedSeed, FinalArm, SeedRun, TrainingSummary, read
+from text2reward.runs.records import Candidate, DoneRecord, FailedSeed, FinalArm, SeedRun, TrainingSummary
 from text2reward.runs.seed_scores import pooled_summary
 from text2reward.runs.statuses import CandidateStatus, FailureCause
 from text2reward.runs.store import RunStore
-from text2reward.training.job import DONE_FILE, TrainJob
+from text2reward.training.job import TrainJob
 from text2reward.training.pool import JobOutcome
 
 FEEDBACK_FILE = "feedback.md"
@@ -51,7 +51,7 @@ def record_outcome(candidate: Candidate, outcome: JobOutcome, store: RunStore) -
 def done_record(outcome: JobOutcome) -> DoneRecord:
     """An ok outcome's done.json, read once through the records' codec."""
     assert outcome.record is not None  # an ok outcome carries the worker's done.json
-    return read(DoneRecord, outcome.record, str(Path(outcome.job.out_dir) / DONE_FILE))
+    return outcome.record
 
 
 def seed_run(seed: int, outcome: JobOutcome, store: RunStore) -> SeedRun:

@@ -17,7 +17,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from text2reward.runs.records import DoneRecord, read
 from text2reward.training.job import ERROR_FILE
 from text2reward.training.pool import job_done
 
@@ -73,7 +72,7 @@ def settle_orphans(study: Any, tune_dir: Path, score: Any) -> list[str]:
         folder = trial_dir(tune_dir, trial.number)
         record = job_done(folder)
         if record is not None:
-            result = read(DoneRecord, record, str(folder / "done.json")).result
+            result = record.result
             if result.stopped_behind:
                 study.tell(trial.number, state=TrialState.PRUNED)
             else:

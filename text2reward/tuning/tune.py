@@ -30,7 +30,7 @@ from policies.io import write_text_atomic
 from policies.plan import TrainingPlan, resolve_training_plan
 from text2reward.errors import ConfigError, Text2RewardError
 from text2reward.runs.ranking import best_candidate
-from text2reward.runs.records import Candidate, CurvePoint, DoneRecord, ResultFile, TrainingSummary, TuningSummary, read
+from text2reward.runs.records import Candidate, CurvePoint, ResultFile, TrainingSummary, TuningSummary
 from text2reward.runs.run_events import Emit, Note, ignore
 from text2reward.runs.statuses import CandidateStatus
 from text2reward.runs.store import STOP_FILE, RunStore
@@ -179,7 +179,7 @@ class Tuner:
         def on_done(outcome: JobOutcome) -> None:
             name, trial = by_dir[outcome.job.out_dir]
             if outcome.ok and outcome.record is not None:
-                result = read(DoneRecord, outcome.record, str(Path(outcome.job.out_dir) / "done.json")).result
+                result = outcome.record.result
                 success = result.success_rate or 0.0
                 trial.set_user_attr("success_rate", success)
                 trial.set_user_attr("trained_steps", result.steps)
@@ -215,8 +215,7 @@ class Tuner:
                                    f"done.json; delete {self.dir} and tune again")
         code = (folder / "reward.py").read_text()
         code_path = write_text_atomic(self.dir / "reward.py", code)
-        done = read(DoneRecord, record, str(folder / "done.json"))
-        result = done.result
+        result = record.result
         states = [t.state for t in counted(self.study, self.dir)]
         tuned_values = {c.name: c.value for c in find_constants(code).constants if c.name in {s.name for s in self.space}}
         summary = TuningSummary(
@@ -230,7 +229,7 @@ class Tuner:
             id=tuned_id(self.parent.id), round=self.parent.round, sample=self.parent.sample, backend=self.parent.backend,
             model=self.parent.model, rule_based=self.parent.rule_based, code_file=self.store.relative(code_path),
             status=CandidateStatus.STOPPED_EARLY if result.stopped_behind else CandidateStatus.TRAINED,
-            training=TrainingSummary.of_result(result), training_result=result.kept(), warnings=list(done.warnings),
+            training=TrainingSummary.of_result(result), training_result=result.kept(), warnings=list(record.warnings),
             parent=self.parent.id, tuned=summary, stopped_early=result.stopped_early if result.stopped_behind else None,
         )
         return self.store.write_candidate(candidate)

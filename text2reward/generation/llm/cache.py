@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from policies.io import write_json_atomic
+from sim_envs.codec import RecordError, read, write
 from text2reward.generation.llm.base import Backend, GenerationRequest, Reply
-from text2reward.runs.codec import RecordError, read, write
 
 KEY_VERSION = 2
 """Bump when the key's recipe changes, so old entries are never served under a new meaning."""

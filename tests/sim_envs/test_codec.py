@@ -1,4 +1,4 @@
-"""One codec for every record that crosses a file (runs/codec.py): each record's JSON derived from its fields, legacy
+"""One codec for every record that crosses a file (sim_envs/codec.py): each record's JSON derived from its fields, legacy
 fields declared on the field, the curve and the component history typed, a wrong value one line naming the file and
 the field, and every earlier run fixture read, written again and read back unchanged."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from policies.curve import CurvePoint
-from text2reward.runs.codec import RecordError, read, write
+from sim_envs.codec import RecordError, read, write
 from text2reward.runs.records import (
     Candidate,
     CheckOutcome,
@@ -148,3 +148,59 @@ def _sample(kind: type, name: str):
     if hint.startswith("bool"):
         return True
     return "x" if "None" not in hint else None
+
+
+JOBS = sorted(p for run in RUNS for p in run.glob("**/job.json"))
+
+
+@pytest.mark.parametrize("path", JOBS, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_every_fixture_job_reads_in_its_layout_and_writes_back_in_todays(path):
+    """A job.json of either layout (the first held the training settings at its top level) reads as a TrainJob whose
+    settings are its own, and what the codec writes reads back as the same job."""
+    from text2reward.training.job import TRAIN_DIR, read_job
+
+    raw = json.loads(path.read_text())
+    job = read_job(raw, str(path))
+    settings = raw.get("train", raw)
+    assert (job.train.task_id, job.train.steps, job.train.seed) == (settings["task_id"], settings["steps"], settings["seed"])
+    assert job.train.out_dir.name == TRAIN_DIR and isinstance(job.train.out_dir, Path)
+    assert read_job(json.loads(json.dumps(write(job))), str(path)) == job
+
+
+def test_a_plan_round_trips_with_its_read_only_settings_and_seeds():
+    """A training plan's hyper-parameters (a read-only mapping) and seeds (a tuple) are written as JSON and read back
+    as what they were."""
+    from policies.plan import TrainingPlan
+
+    plan = TrainingPlan(steps=600, eval_freq=200, eval_episodes=2, final_eval_episodes=4, algo="sbx-sac",
+                        hyperparams={"algo": "sbx-sac", "algo_kwargs": {"gradient_steps": 2}}, n_envs=2, seeds=(3,))
+    data = json.loads(json.dumps(write(plan)))
+    assert data["seeds"] == [3] and data["hyperparams"]["algo_kwargs"] == {"gradient_steps": 2}
+    again = read(TrainingPlan, data, "job.json")
+    assert again == plan and again.seeds == (3,) and again.hyperparams["algo_kwargs"] == {"gradient_steps": 2}
+    with pytest.raises(TypeError):
+        again.hyperparams["steps"] = 1  # type: ignore[index]
+    with pytest.raises(RecordError, match=r"'seeds\[0\]' should be a whole number, got 'x'"):
+        read(TrainingPlan, {**data, "seeds": ["x"]}, "job.json")
+
+
+def test_paths_tuples_of_a_fixed_length_and_arrays_stored_as_lists():
+    """A camera (numpy arrays, declared `stored_as` lists) and a keypoint (fixed-length tuples) read back as written;
+    a tuple of the wrong length is a one-line error naming the field."""
+    import numpy as np
+
+    from sim_envs.camera import CameraModel
+    from text2reward.runs.keypoint_record import Keypoint
+
+    camera = CameraModel("corner", 64, 48, 45.0, np.array([1.0, 2.0, 3.0]), np.eye(3))
+    data = json.loads(json.dumps(write(camera)))
+    assert data["position"] == [1.0, 2.0, 3.0] and data["rotation"][1] == [0.0, 1.0, 0.0]
+    again = read(CameraModel, data, "keypoints.json")
+    assert isinstance(again.position, np.ndarray) and np.array_equal(again.rotation, camera.rotation)
+    assert again.project(np.array([[1.0, 2.0, 2.0]]))[0].tolist() == camera.project(np.array([[1.0, 2.0, 2.0]]))[0].tolist()
+    with pytest.raises(RecordError, match=r"'rotation\[2\]' should be a list of 3"):
+        read(CameraModel, {**data, "rotation": [[1, 0, 0], [0, 1, 0], [0, 0]]}, "keypoints.json")
+    point = Keypoint("grasp", (10.0, 20.0), 0.05, (0.1, 0.2, 0.3), anchor="obj", offset=(0.0, 0.0, 0.05))
+    assert read(Keypoint, json.loads(json.dumps(write(point)))) == point
+    with pytest.raises(RecordError, match=r"'pixel' should be a list of 2"):
+        read(Keypoint, {**write(point), "pixel": [1.0, 2.0, 3.0]})

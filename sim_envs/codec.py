@@ -1,15 +1,22 @@
 """One codec for every record that crosses a file: a dataclass's JSON derived from its fields, and read back by them.
 
+Why in the lowest layer: records live on every floor (a camera's pose in `sim_envs`, a training plan in `policies`,
+a run's records in `text2reward.runs`), and each is read and written by this one module, which imports nothing but
+the stdlib and the project's errors.
+
 Why derived, not written per class: a record's fields, their types and their defaults are the schema; a hand-written
 `from_dict`/`to_dict` pair beside them is a second copy of it that drifts. Here `write(record)` and
 `read(cls, data, what)` walk the fields (`typing.get_type_hints`), so adding a field is one line in the class.
 
 The rules every record shares:
-- **Written**: every field, nested records as objects, enums as their value; a field whose default is nothing (None,
-  an empty list or object, False) and that holds it is left out: the file holds what happened. A field without a
-  default is always written (`null` included). A field named `extra` holds the keys a newer text2reward wrote that this one
+- **Written**: every field but a `transient` one, nested records as objects, enums as their value, paths as text; a
+  field whose default is nothing (None, an empty list or object, False) and that holds it is left out: the file holds
+  what happened. A field without a default is always written (`null` included). A field named `extra` holds the keys a newer text2reward wrote that this one
   does not know: read into it and written back untouched.
-- **Read**: each field by its type (int, float, str, bool, an enum, a record, a list, an object, `X | None`, a union);
+- **Read**: each field by its type (int, float, str, bool, a path, an enum, a record, a list, a tuple (`tuple[X, ...]`
+  or of fixed length), an object or mapping, `X | None`, a union); a field of a type JSON has no shape for (a numpy
+  array) declares the JSON type it is stored as and how it is built from it (`stored_as`), and is written by its
+  `tolist()`;
   keys the store stamps around a record (`schema`) are no field's;
   an absent or null field takes its default, or what its metadata declares (`legacy`: the names older records used,
   with how to turn the old value into the new; `fallback`: another field whose value stands in; `reader`: a lenient
@@ -30,9 +37,10 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from functools import cache
+from pathlib import PurePath
 from typing import Any, TypeVar, Union
 
-from text2reward.errors import ConfigError
+from sim_envs.errors import ConfigError
 
 Json = dict[str, Any]
 R = TypeVar("R")
@@ -55,6 +63,11 @@ class FieldRule:
     legacy: tuple[tuple[str, Callable[[Any], Any] | None], ...] = ()
     fallback: str | None = None
     reader: Callable[[Any], Any] | None = None
+    stored: Any = None
+    """The JSON type the field is stored as, when its own type has no JSON shape (`stored_as`)."""
+    build: Callable[[Any], Any] | None = None
+    transient: bool = False
+    """Never written, read as its default: what only the process that made the record holds (`transient`)."""
 
 
 def legacy(*names: str, upgrade: Callable[[Any], Any] | None = None) -> dict[str, FieldRule]:
@@ -74,6 +87,18 @@ def reader(read_raw: Callable[[Any], Any]) -> dict[str, FieldRule]:
     return {"codec": FieldRule(reader=read_raw)}
 
 
+def stored_as(kind: Any, build: Callable[[Any], Any]) -> dict[str, FieldRule]:
+    """Field metadata for a type JSON has no shape for (a numpy array): read as `kind` (checked like any field, e.g.
+    `list[list[float]]`), then `build` makes the field's value of it; written by the value's `tolist()`."""
+    return {"codec": FieldRule(stored=kind, build=build)}
+
+
+def transient() -> dict[str, FieldRule]:
+    """Field metadata: the field is never written (and reads as its default): what only the process that made the
+    record holds, e.g. an episode's recorded state views, which the analysis reads in memory."""
+    return {"codec": FieldRule(transient=True)}
+
+
 # --- writing ------------------------------------------------------------------------------------------------------
 
 
@@ -84,6 +109,8 @@ def write(record: Any) -> Json:
         value = getattr(record, spec.name)
         if spec.name == EXTRA:
             out = {**value, **out}
+            continue
+        if _rule(spec).transient:
             continue
         if _holds_nothing(value) and _has_default(spec) and value == _default(spec):
             continue
@@ -96,11 +123,19 @@ def _encode(value: Any) -> Any:
         return write(value)
     if isinstance(value, enum.Enum):
         return value.value
+    if isinstance(value, PurePath):
+        return str(value)
     if isinstance(value, (list, tuple)):
         return [_encode(v) for v in value]
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return {str(k): _encode(v) for k, v in value.items()}
+    if hasattr(value, "tolist") and not isinstance(value, (bool, int, float, str)):  # numpy arrays and scalars
+        return value.tolist()
     return value
+
+
+def _rule(spec: dataclasses.Field[Any]) -> FieldRule:
+    return spec.metadata.get("codec", FieldRule())
 
 
 def _holds_nothing(value: Any) -> bool:
@@ -134,7 +169,9 @@ def _record(kind: Any, data: Any, what: str, path: str) -> Any:
         known.add(spec.name)
         if spec.name == EXTRA or not spec.init:
             continue
-        rule: FieldRule = spec.metadata.get("codec", FieldRule())
+        rule = _rule(spec)
+        if rule.transient:
+            continue
         known.update(name for name, _ in rule.legacy)
         raw = data.get(spec.name)
         for name, upgrade in rule.legacy:
@@ -143,6 +180,8 @@ def _record(kind: Any, data: Any, what: str, path: str) -> Any:
         place = f"{path}.{spec.name}" if path else spec.name
         if rule.reader is not None:
             values[spec.name] = rule.reader(raw)
+        elif raw is not None and rule.build is not None:
+            values[spec.name] = rule.build(decode(rule.stored, raw, what, place))
         elif raw is not None:
             values[spec.name] = decode(hints[spec.name], raw, what, place)
         elif rule.fallback is not None and values.get(rule.fallback) is not None:
@@ -179,19 +218,33 @@ def decode(kind: Any, raw: Any, what: str, path: str) -> Any:
             raise _bad(what, path, "a list", raw)
         (item,) = typing.get_args(kind) or (Any,)
         return [decode(item, value, what, f"{path}[{index}]") for index, value in enumerate(raw)]
-    if origin is dict or kind is dict:
+    if origin is tuple:
+        return _tuple(kind, raw, what, path)
+    if origin in (dict, Mapping) or kind is dict:
         if not isinstance(raw, dict):
             raise _bad(what, path, "a JSON object", raw)
         _, item = typing.get_args(kind) or (str, Any)
         return {str(k): decode(item, v, what, f"{path}[{str(k)!r}]") for k, v in raw.items()}
     if dataclasses.is_dataclass(kind):
         return _record(kind, raw, what, path)
+    if isinstance(kind, type) and issubclass(kind, PurePath):
+        return kind(_scalar(str, raw, what, path))
     if isinstance(kind, type) and issubclass(kind, enum.Enum):
         try:
             return kind(raw)
         except ValueError:
             raise _bad(what, path, "one of " + ", ".join(str(m.value) for m in kind), raw) from None
     return _scalar(kind, raw, what, path)
+
+
+def _tuple(kind: Any, raw: Any, what: str, path: str) -> tuple[Any, ...]:
+    """`tuple[X, ...]` (any length) or `tuple[X, Y, Z]` (exactly that many), stored as a JSON list."""
+    items = typing.get_args(kind)
+    variadic = len(items) == 2 and items[1] is Ellipsis
+    if not isinstance(raw, list) or (not variadic and len(raw) != len(items)):
+        raise _bad(what, path, "a list" if variadic else f"a list of {len(items)}", raw)
+    kinds = [items[0]] * len(raw) if variadic else list(items)
+    return tuple(decode(item, value, what, f"{path}[{index}]") for index, (item, value) in enumerate(zip(kinds, raw)))
 
 
 SCALARS: dict[Any, tuple[Callable[[Any], bool], str]] = {
