@@ -238,6 +238,29 @@ def test_a_stale_lock_from_a_dead_process_is_taken_over_with_a_message(finished_
     assert not (finished_run.root / LOCK_FILE).exists(), "the lock is released when the resume ends"
 
 
+
+@pytest.mark.parametrize("content", ["{not json", json.dumps(["a list"]), json.dumps({"pid": "1", "host": "h", "heartbeat": 1.0}),
+                                     json.dumps({"pid": 1, "heartbeat": "now"})])
+def test_a_garbled_lock_reads_as_one_with_no_live_owner(tmp_path, content):
+    """run.lock is read through the record codec: a lock that does not read, or holds a wrong value, has no owner that
+    can be alive, so it is stale (taken over with a message), never a traceback and never a live owner."""
+    from text2reward.runs.lock import GARBLED, read_lock, stale_reason
+
+    (tmp_path / LOCK_FILE).write_text(content)
+    assert read_lock(tmp_path / LOCK_FILE) == GARBLED and stale_reason(GARBLED) is not None
+    assert read_lock(tmp_path / "absent.lock") is None
+
+
+def test_a_held_lock_is_written_and_read_back_as_its_holder(tmp_path):
+    from text2reward.runs.lock import read_lock, stale_reason
+
+    with RunLock(tmp_path):
+        holder = read_lock(tmp_path / LOCK_FILE)
+        assert holder is not None and holder.pid == os.getpid() and holder.host == socket.gethostname()
+        assert holder.started is not None and holder.heartbeat >= holder.started and stale_reason(holder) is None
+    assert not (tmp_path / LOCK_FILE).exists()
+
+
 # --- 4. reproducible sampling, on purpose -------------------------------------------------------------------
 
 

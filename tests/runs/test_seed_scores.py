@@ -14,7 +14,7 @@ from policies.config import TrainConfig
 from policies.stats import Rate
 from text2reward.feedback.compose import candidate_summary, round_contrast, seed_spread_section
 from text2reward.runs.ranking import best_candidate, rank, tie_summary
-from text2reward.runs.records import Candidate, CurvePoint, FinalArm, read, read_result, write
+from text2reward.runs.records import Candidate, CurvePoint, DoneRecord, FinalArm, read, read_result, write
 from text2reward.runs.seed_scores import pooled_curve, seed_spread
 from text2reward.runs.statuses import CandidateStatus, FailureCause, StopKind
 from text2reward.runs.store import RunStore
@@ -42,7 +42,7 @@ def outcome(store: RunStore, sample: int, seed: int, successes: int | None, **kw
     job = TrainJob(train=TrainConfig(task_id="fetch/reach", out_dir=folder / TRAIN_DIR, reward="code", seed=seed))
     if successes is None:
         return JobOutcome(job, False, None, "the reward raised ZeroDivisionError", cause=FailureCause.REWARD)
-    return JobOutcome(job, True, {"result": result(seed, successes, **kwargs), "behaviour_text": f"seed {seed}"}, None)
+    return JobOutcome(job, True, read(DoneRecord, {"result": result(seed, successes, **kwargs), "behaviour_text": f"seed {seed}"}), None)
 
 
 @pytest.fixture

@@ -12,10 +12,12 @@ import typer
 
 import sim_envs
 from policies.config import TrainConfig
+from policies.curve import CurvePoint
 from policies.formatting import format_seconds
 from policies.io import write_json_atomic
 from policies.score import progress_text
 from policies.stats import Rate
+from sim_envs.codec import read
 from text2reward.cli.shared import (
     Column,
     RewardModeOption,
@@ -295,9 +297,9 @@ class _EpisodeProgress:
 
 def best_during_training(curve: list[dict], episodes: int) -> str:
     """The best evaluation during training with its episodes and interval; an all-zero curve has no best to name."""
-    curve = [p for p in curve if int(p.get("episodes") or episodes) == episodes]  # not the final evaluation appended to it
-    if not curve or max(float(p.get("success_rate", 0.0)) for p in curve) <= 0:
-        return f"no evaluation during training succeeded ({len(curve)} of {episodes} episodes each)"
-    top = max(curve, key=lambda p: float(p.get("success_rate", 0.0)))
-    rate = Rate.of(float(top["success_rate"]), int(top.get("episodes") or episodes))
-    return f"best during training {rate.text()} at step {int(top.get('steps', 0)):,}"
+    points = [read(CurvePoint, p, "result.json") for p in curve]
+    points = [p for p in points if (p.episodes or episodes) == episodes]  # not the final evaluation appended to it
+    if not points or max(p.success_rate for p in points) <= 0:
+        return f"no evaluation during training succeeded ({len(points)} of {episodes} episodes each)"
+    top = max(points, key=lambda p: p.success_rate)
+    return f"best during training {Rate.of(top.success_rate, top.episodes or episodes).text()} at step {top.steps:,}"

@@ -14,15 +14,30 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from sim_envs.codec import RecordError, read, write
 from sim_envs.errors import ConfigError
 
 LOCK_FILE = "run.lock"
 HEARTBEAT_SECONDS = 5.0
 STALE_AFTER_SECONDS = 60.0
 """A heartbeat older than this means the owner is gone (it beats every few seconds while it lives)."""
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """run.lock: who holds the run, since when, and their last heartbeat (epoch seconds)."""
+
+    pid: int = -1
+    host: str = "?"
+    heartbeat: float = 0.0
+    started: float | None = None
+
+
+GARBLED = LockHolder()
+"""What a lock that does not read stands for: an owner that cannot be alive (pid -1, no heartbeat), so it is stale."""
 
 
 class RunLock:
@@ -36,11 +51,11 @@ class RunLock:
         self.stale_after = stale_after
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._record: dict[str, Any] = {}
+        self._record = GARBLED
 
     # --- acquire / release -------------------------------------------------------------------
     def acquire(self) -> None:
-        self._record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+        self._record = LockHolder(pid=os.getpid(), host=socket.gethostname(), started=time.time())
         for _ in range(3):  # a competitor may remove a stale lock between our read and our create
             if self._create():
                 break
@@ -49,8 +64,8 @@ class RunLock:
             if reason is None:
                 assert holder is not None
                 raise ConfigError(
-                    f"run {self.path.parent.name} is being worked on by process {holder['pid']} on {holder['host']} "
-                    f"(heartbeat {time.time() - holder['heartbeat']:.0f} s ago); wait for it to finish or stop it"
+                    f"run {self.path.parent.name} is being worked on by process {holder.pid} on {holder.host} "
+                    f"(heartbeat {time.time() - holder.heartbeat:.0f} s ago); wait for it to finish or stop it"
                 )
             self.say(f"taking over the lock of run {self.path.parent.name}: {reason}")
             self.path.unlink(missing_ok=True)
@@ -64,7 +79,7 @@ class RunLock:
         if self._thread is not None:
             self._thread.join(timeout=5)
         holder = read_lock(self.path)
-        if holder is not None and holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname():
+        if holder is not None and holder.pid == os.getpid() and holder.host == socket.gethostname():
             self.path.unlink(missing_ok=True)
 
     def __enter__(self) -> RunLock:
@@ -82,14 +97,17 @@ class RunLock:
         except FileExistsError:
             return False
         with os.fdopen(fd, "w") as handle:
-            json.dump({**self._record, "heartbeat": time.time()}, handle)
+            json.dump(self._beating(), handle)
         return True
+
+    def _beating(self) -> dict[str, object]:
+        return write(LockHolder(self._record.pid, self._record.host, time.time(), self._record.started))
 
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat_seconds):
             tmp = self.path.with_name(f".{LOCK_FILE}.{os.getpid()}.tmp")
             try:
-                tmp.write_text(json.dumps({**self._record, "heartbeat": time.time()}))
+                tmp.write_text(json.dumps(self._beating()))
                 os.replace(tmp, self.path)
             except OSError:
                 pass  # the run folder went away: nothing to protect
@@ -101,41 +119,35 @@ def held_by_a_live_process(root: Path) -> bool:
     return holder is not None and stale_reason(holder) is None
 
 
-def read_lock(path: Path) -> dict[str, Any] | None:
+def read_lock(path: Path) -> LockHolder | None:
     """The lock's record, or None when there is no lock; a garbled lock reads as one with no live owner."""
     try:
-        raw = json.loads(Path(path).read_text())
+        return read(LockHolder, json.loads(Path(path).read_text()), str(path))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError):
-        return {"pid": -1, "host": "?", "heartbeat": 0.0}
-    if not isinstance(raw, dict):
-        return {"pid": -1, "host": "?", "heartbeat": 0.0}
-    pid, heartbeat, started = raw.get("pid"), raw.get("heartbeat"), raw.get("started")
-    return {"pid": pid if isinstance(pid, int) else -1, "host": str(raw.get("host", "?")),
-            "heartbeat": float(heartbeat) if isinstance(heartbeat, (int, float)) else 0.0,
-            "started": float(started) if isinstance(started, (int, float)) else None}
+    except (OSError, ValueError, RecordError):
+        return GARBLED
 
 
 def unrecorded_seconds(root: Path) -> float:
     """The seconds the lock's holder has worked that its state.json does not hold yet: from the lock's start to now while
     it lives, to its last heartbeat when it was killed (a process killed outright records nothing on its way out)."""
     holder = read_lock(Path(root) / LOCK_FILE)
-    if holder is None or holder["started"] is None:
+    if holder is None or holder.started is None:
         return 0.0
-    end = time.time() if stale_reason(holder) is None else holder["heartbeat"]
-    return max(end - holder["started"], 0.0)
+    end = time.time() if stale_reason(holder) is None else holder.heartbeat
+    return max(end - holder.started, 0.0)
 
 
-def stale_reason(holder: dict[str, Any] | None, stale_after: float = STALE_AFTER_SECONDS) -> str | None:
+def stale_reason(holder: LockHolder | None, stale_after: float = STALE_AFTER_SECONDS) -> str | None:
     """Why a lock no longer protects anything (None: its owner is alive and beating)."""
     if holder is None:
         return "the lock vanished"
-    age = time.time() - holder["heartbeat"]
-    if holder["host"] == socket.gethostname() and not _alive(holder["pid"]):
-        return f"its process {holder['pid']} is no longer running"
+    age = time.time() - holder.heartbeat
+    if holder.host == socket.gethostname() and not _alive(holder.pid):
+        return f"its process {holder.pid} is no longer running"
     if age > stale_after:
-        return f"its heartbeat stopped {age:.0f} s ago (process {holder['pid']} on {holder['host']})"
+        return f"its heartbeat stopped {age:.0f} s ago (process {holder.pid} on {holder.host})"
     return None
 
 
