@@ -100,6 +100,16 @@ def get_task(task_id: str) -> Task:
         raise UnknownTaskError(f"unknown task {task_id!r}{hint}") from None
 
 
+def as_verdict(test: Callable[[Any, dict[str, Any]], Any]) -> Callable[[Any, dict[str, Any]], bool]:
+    """A user's success test as a true/false verdict: `view.torso.position[2] > 1.6` is numpy's bool, which the
+    success rate, the records and the JSON they are written to must not meet."""
+
+    def verdict(view: Any, info: dict[str, Any]) -> bool:
+        return bool(test(view, info))
+
+    return verdict
+
+
 def derive_task(
     base: str,
     *,
@@ -136,7 +146,7 @@ def derive_task(
     changes: dict[str, Any] = dict(
         id=id,
         description=description,
-        is_success=is_success,
+        is_success=as_verdict(is_success),
         success_doc=success_doc,
         success_rule=success_rule,  # the parent's rule no longer describes this task's success
         source="user",

@@ -24,7 +24,6 @@ from text2reward.errors import ConfigError
 from text2reward.runs.human_feedback import submit_feedback
 from text2reward.runs.lock import held_by_a_live_process
 from text2reward.runs.ranking import best_candidate
-from text2reward.runs.report import write_report
 from text2reward.runs.statuses import RunStatus
 from text2reward.runs.store import RunStore, list_runs
 
@@ -163,6 +162,8 @@ def report(
 ) -> None:
     """(Re)write a run's report.md; with --html also a self-contained report.html (plots, code, small videos inside)."""
     store = RunStore.open(runs_dir, run_id)
+    from text2reward.runs.report import write_report  # the keypoints' camera record needs numpy: only a report pays it
+
     console.print(f"wrote {write_report(store)}")
     if html:
         from text2reward.dashboard.export import export_html  # Jinja2 and Pygments (~60 ms): only --html writes a page

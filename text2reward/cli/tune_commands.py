@@ -10,7 +10,6 @@ from rich.table import Table
 from text2reward.cli.shared import DEFAULT_RUNS_DIR, RunsDirOption, app, console, friendly, print_event, progress_bars, say
 from text2reward.runs.lock import RunLock
 from text2reward.runs.records import Candidate
-from text2reward.runs.report import write_report
 from text2reward.runs.store import RunStore, index_run
 
 
@@ -26,6 +25,7 @@ def tune(
     runs_dir: RunsDirOption = DEFAULT_RUNS_DIR,
 ) -> None:
     """Tune a reward's UPPER_CASE constants: each trial a short training, searched by Optuna's TPE with pruning."""
+    from text2reward.runs.report import write_report  # the keypoints' camera record needs numpy: as the tuning below
     from text2reward.tuning import tune_candidate  # the trials' jobs load the worker's code (gymnasium): only this command
 
     store = RunStore.open(runs_dir, run_id)
