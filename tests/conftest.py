@@ -1,11 +1,37 @@
 """Shared fixtures: real tasks and real environments, nothing mocked."""
 
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import pytest  # noqa: E402
 from dashboard_support import codeless_run, pristine_runs  # noqa: E402, F401 - the dashboard's run fixtures, for every test folder
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_fork_server():
+    """One training fork server per test process, shared through T2R_FORKSERVER_SOCKET with every driver its tests
+    start (`t2r run`, `t2r demo`, `t2r tune`... in subprocesses, and `run_jobs` here): each of those would otherwise
+    import PyTorch, JAX, SBX and MetaWorld again in a server of its own (~5 s of CPU each; benchmarks/RESULTS.md,
+    "test suite time"). It imports in the background while the first tests run. A driver started with other
+    import-time settings or in another session (`start_new_session=True`) starts its own, as do the tests of the
+    driver's own server (tests/training/test_preloaded_launcher.py); `T2R_FORKSERVER=0` switches both off."""
+    from text2reward.training.preloaded import SOCKET_VARIABLE, enabled, start_shared_server
+
+    if not enabled() or SOCKET_VARIABLE in os.environ:
+        yield None
+        return
+    folder = tempfile.mkdtemp(prefix="t2r-fs-")  # short: a socket's path has at most 107 bytes
+    server, path = start_shared_server(folder)
+    os.environ[SOCKET_VARIABLE] = path
+    try:
+        yield path
+    finally:
+        os.environ.pop(SOCKET_VARIABLE, None)
+        server.close()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
