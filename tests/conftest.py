@@ -1,12 +1,43 @@
 """Shared fixtures: real tasks and real environments, nothing mocked."""
 
+import copy
 import os
 import shutil
 import tempfile
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+import mujoco  # noqa: E402
 import pytest  # noqa: E402
+
+
+def _compile_each_model_file_once() -> None:
+    """Each test process compiles a shipped model file (MetaWorld's, Gymnasium-Robotics', the project's) once and
+    gives every env a copy of it: compiling a MetaWorld scene's XML is half the cost of making its env (~0.3 s of
+    ~0.6 s; benchmarks/RESULTS.md, "test suite time"), and the suite makes thousands. The copy is MuJoCo's own
+    (`mj_copyModel`): an env that edits its model edits only its copy, and physics is unchanged (same file, same
+    compiler). Files under the temporary folder (tests' own robots, edited between compilations) are compiled every
+    time; `T2R_TEST_COMPILE_CACHE=0` compiles everything every time."""
+    if os.environ.get("T2R_TEST_COMPILE_CACHE", "1") == "0":
+        return
+    compile_file = mujoco.MjModel.from_xml_path
+    compiled: dict[tuple[str, int, int], mujoco.MjModel] = {}
+    scratch = os.path.realpath(tempfile.gettempdir()) + os.sep
+
+    def from_xml_path(filename: str, assets: dict | None = None) -> mujoco.MjModel:
+        path = os.path.realpath(filename)
+        if assets is not None or path.startswith(scratch):
+            return compile_file(filename, assets) if assets is not None else compile_file(filename)
+        stat = os.stat(path)
+        key = (path, stat.st_mtime_ns, stat.st_size)
+        if key not in compiled:
+            compiled[key] = compile_file(filename)
+        return copy.copy(compiled[key])
+
+    mujoco.MjModel.from_xml_path = staticmethod(from_xml_path)
+
+
+_compile_each_model_file_once()
 from dashboard_support import codeless_run, pristine_runs  # noqa: E402, F401 - the dashboard's run fixtures, for every test folder
 
 

@@ -35,6 +35,12 @@ cannot corrupt them): `{"ready": true, "pid": N, "threads": 1, "jax_backend": fa
 of its imports, so it never holds the owner's stderr open after it), and leaves when its stdin closes (its owner let
 it go) or its parent changes; it ignores SIGINT, which a Ctrl-C sends the whole
 process group: the jobs get it as they always did, and the driver stops them and then the server.
+
+Shared (`--listen PATH`, preloaded.start_shared_server): the server also accepts drivers of its user on a Unix socket
+at PATH (bound before the imports, so a driver that connects early waits for its ready message). Each connected
+driver gets the ready message with `"settings"` (the import-time variables before the imports), `"settings_after"` and
+`"sid"`, sends the same requests with `"pgid"` (its process group, which the child joins before the reply) and gets its
+own children's `started` and `ended` replies; a driver that disconnects leaves its jobs running.
 """
 
 from __future__ import annotations
