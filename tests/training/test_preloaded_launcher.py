@@ -232,3 +232,33 @@ def test_the_shared_server_trains_a_job_like_a_fresh_one_and_refuses_other_setti
         assert own is not None and own.pid != shared.pid and parent_of(own.pid) == os.getpid() and not said, said
     finally:
         shared.close()
+
+
+@pytest.mark.slow
+def test_t2r_run_forks_its_job_from_the_shared_server_and_a_kill_of_its_group_ends_the_job(tmp_path):
+    """The real command (which sets XLA's settings for its jobs as it checks the plan): its job is a child of the
+    shared server, in the command's process group, so killing the group ends the job as it would a child of its own."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    shared, path = start_shared_server(str(folder))
+    runs = tmp_path / "runs"
+    driver = subprocess.Popen([sys.executable, "-m", "text2reward.cli", "run", "--task", "fetch/reach", "--llm", "heuristic",
+                               "--rounds", "1", "--samples", "1", "--steps", "100000", "--no-screen", "--no-video",
+                               "--final-seeds", "0", "--no-compare-expert", "--runs-dir", str(runs)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, SOCKET_VARIABLE: path},
+                              process_group=0)
+    job_pid = 0
+    try:
+        pid_file = wait_for(lambda: next(iter(runs.glob("*/rounds/r0/s0/training/worker.pid")), None), BOUND, "training to start")
+        job_pid = wait_for(lambda: pid_file.read_text().isdigit() and int(pid_file.read_text()), BOUND, "the worker's pid")
+        assert parent_of(job_pid) == shared.pid and os.getpgid(job_pid) == driver.pid
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(BOUND)
+        wait_for(lambda: not alive(job_pid), BOUND, "the job to die with the command's group")
+        assert shared.alive()
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+        if job_pid and alive(job_pid):
+            os.kill(job_pid, signal.SIGKILL)
+        shared.close()

@@ -69,6 +69,9 @@ IMPORT_TIME_PREFIXES = ("OPENBLAS_", "GOTO", "OMP_", "KMP_", "GOMP_", "MKL_", "N
                         "TORCH", "PYTORCH_", "CUDA_", "NVIDIA_", "MUJOCO_", "PYOPENGL_", "EGL_", "LD_", "PYTHON", "DISPLAY")
 """Variables a preloaded library may read when it is imported: a job may only be forked from a server imported with
 the same values (a driver whose values differ starts a server of its own)."""
+BACKEND_TIME = ("XLA_FLAGS", "XLA_PYTHON_CLIENT_PREALLOCATE")
+"""Read by XLA when JAX builds its backend, never at import (policies.algorithms.configure_jax sets them in a driver as
+it checks a plan): they travel with each request, and a change needs no other server."""
 PR_SET_PDEATHSIG = 1
 REPLY_SEND_TIMEOUT_S = 10.0
 """How long a reply to a shared server's client may wait for room in its socket before the client is dropped."""
@@ -103,7 +106,7 @@ class Request:
 
 
 def import_time_settings(env: dict[str, str]) -> list[list[str]]:
-    return [[k, v] for k, v in sorted(env.items()) if k.startswith(IMPORT_TIME_PREFIXES)]
+    return [[k, v] for k, v in sorted(env.items()) if k.startswith(IMPORT_TIME_PREFIXES) and k not in BACKEND_TIME]
 
 
 def thread_count() -> int:
