@@ -8,6 +8,9 @@ GL backend, the library paths): a fresh worker would read the new value; a child
 imported already. Every other variable travels with each request and is the child's whole environment.
 The server is bound to the thread that started it (the kernel's parent-death signal follows the thread): where a
 driver starts runs from a short-lived thread, the server ends with that thread and the next job starts another.
+A driver given a shared server's socket (T2R_FORKSERVER_SOCKET: a test session starts one for every command its tests
+run) forks its jobs there instead, where that server was imported with the driver's import-time settings and runs in
+the driver's session (`SharedForkServer`).
 """
 
 from __future__ import annotations
@@ -30,8 +33,8 @@ Say = Callable[[str], None]
 DISABLE_VARIABLE = "T2R_FORKSERVER"
 """Set to 0 to start every training job as a fresh process (as before the fork server)."""
 SOCKET_VARIABLE = "T2R_FORKSERVER_SOCKET"
-"""The socket of a shared fork server (`SharedForkServer.start`, as the test session starts one) that this driver's jobs
-are forked from instead of a server of its own, where it can serve them (see `shared_server`)."""
+"""The socket of a shared fork server (`start_shared_server`, as the test session starts one) that this driver's jobs
+are forked from instead of a server of its own, where it can serve them (`SharedForkServer.usable`); empty: none."""
 READY_TIMEOUT_S = 300.0
 """How long the server may take to import everything (about 6 s idle; minutes on a machine at load 20)."""
 REPLY_TIMEOUT_S = 60.0
@@ -257,7 +260,8 @@ _SERVER: list[ForkServer] = []
 _GAVE_UP: list[str] = []
 _REFUSED: dict[tuple[str, str], str] = {}
 """Shared servers this driver cannot use, by socket and import-time settings: why."""
-_TOLD: set[str] = set()
+_UNANSWERED: list[str] = []
+"""What to say once: a shared server's socket that did not answer (other settings or sessions are expected: silent)."""
 
 
 def _shared_wanted(env: dict[str, str]) -> str | None:
@@ -269,27 +273,25 @@ def _shared_wanted(env: dict[str, str]) -> str | None:
 
 
 def _connect_shared(path: str, env: dict[str, str]) -> ForkServer | None:
-    """A connection to the shared server at `path`, or None where this driver cannot use it (why is kept in _REFUSED:
-    other import-time settings or another session are expected and silent; a socket that does not answer is said)."""
+    """A connection to the shared server at `path`, or None where this driver cannot use it (kept in _REFUSED)."""
+    server: SharedForkServer | None = None
     try:
         server = SharedForkServer(path)
         why = server.usable()
     except (OSError, ServerGone, ValueError) as exc:
         why = f"the shared training fork server at {path} does not answer ({exc}); this driver starts its own"
-        server = None
-    if why is not None:
-        if server is not None:
-            server.close()
-        _REFUSED[(path, json.dumps(import_time_settings(env)))] = why
-        return None
-    return server
+        _UNANSWERED.append(why)
+    if why is None:
+        return server
+    if server is not None:
+        server.close()
+    _REFUSED[(path, json.dumps(import_time_settings(env)))] = why
+    return None
 
 
 def _say_refusals(say: Say) -> None:
-    for why in _REFUSED.values():
-        if "does not answer" in why and why not in _TOLD:
-            _TOLD.add(why)
-            say(why)
+    while _UNANSWERED:
+        say(_UNANSWERED.pop(0))
 
 
 def _new_server(env: dict[str, str]) -> ForkServer:
