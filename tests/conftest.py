@@ -1,11 +1,70 @@
 """Shared fixtures: real tasks and real environments, nothing mocked."""
 
+import copy
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+import mujoco  # noqa: E402
 import pytest  # noqa: E402
+
+
+def _compile_each_model_file_once() -> None:
+    """Each test process compiles a shipped model file (MetaWorld's, Gymnasium-Robotics', the project's) once and
+    gives every env a copy of it: compiling a MetaWorld scene's XML is half the cost of making its env (~0.3 s of
+    ~0.6 s; benchmarks/RESULTS.md, "test suite time"), and the suite makes thousands. The copy is MuJoCo's own
+    (`mj_copyModel`): an env that edits its model edits only its copy, and physics is unchanged (same file, same
+    compiler). Files under the temporary folder (tests' own robots, edited between compilations) are compiled every
+    time; `T2R_TEST_COMPILE_CACHE=0` compiles everything every time. The price is memory: a test process that has made
+    all 74 tasks' envs holds ~1.2 GB instead of ~0.3 GB (the Shadow hand's and Adroit's meshes are the large models)."""
+    if os.environ.get("T2R_TEST_COMPILE_CACHE", "1") == "0":
+        return
+    compile_file = mujoco.MjModel.from_xml_path
+    compiled: dict[tuple[str, int, int], mujoco.MjModel] = {}
+    scratch = os.path.realpath(tempfile.gettempdir()) + os.sep
+
+    def from_xml_path(filename: str, assets: dict | None = None) -> mujoco.MjModel:
+        path = os.path.realpath(filename)
+        if assets is not None or path.startswith(scratch):
+            return compile_file(filename, assets) if assets is not None else compile_file(filename)
+        stat = os.stat(path)
+        key = (path, stat.st_mtime_ns, stat.st_size)
+        if key not in compiled:
+            compiled[key] = compile_file(filename)
+        return copy.copy(compiled[key])
+
+    from_xml_path.__wrapped__ = compile_file  # type: ignore[attr-defined]  # tests/sim_envs/test_task_envs.py compares with it
+    mujoco.MjModel.from_xml_path = staticmethod(from_xml_path)
+
+
+_compile_each_model_file_once()
 from dashboard_support import codeless_run, pristine_runs  # noqa: E402, F401 - the dashboard's run fixtures, for every test folder
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_fork_server():
+    """One training fork server per test process, shared through T2R_FORKSERVER_SOCKET with every driver its tests
+    start (`t2r run`, `t2r demo`, `t2r tune`... in subprocesses, and `run_jobs` here): each of those would otherwise
+    import PyTorch, JAX, SBX and MetaWorld again in a server of its own (~5 s of CPU each; benchmarks/RESULTS.md,
+    "test suite time"). It imports in the background while the first tests run. A driver started with other
+    import-time settings or in another session (`start_new_session=True`) starts its own, as do the tests of the
+    driver's own server (tests/training/test_preloaded_launcher.py); `T2R_FORKSERVER=0` switches both off."""
+    from text2reward.training.preloaded import SOCKET_VARIABLE, enabled, start_shared_server
+
+    if not enabled() or SOCKET_VARIABLE in os.environ:
+        yield None
+        return
+    folder = tempfile.mkdtemp(prefix="t2r-fs-")  # short: a socket's path has at most 107 bytes
+    server, path = start_shared_server(folder)
+    os.environ[SOCKET_VARIABLE] = path
+    try:
+        yield path
+    finally:
+        os.environ.pop(SOCKET_VARIABLE, None)
+        server.close()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ import io
 import json
 import re
 import subprocess
-import sys
 
 import imageio.v3 as iio
 import numpy as np
@@ -119,9 +118,19 @@ def test_episode_progress_is_plain_lines_off_a_terminal_and_a_bar_on_one():
 
 
 def t2r(*args):
-    result = subprocess.run([sys.executable, "-m", "text2reward.cli", *args], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    return result
+    """The `t2r` command line through Typer's runner, in this process (stdout and stderr apart, as a subprocess gives
+    them): a subprocess per call paid its own interpreter and torch/SB3 imports (~3 s of CPU) for nothing these tests
+    check. The real subprocess round trip of train, evaluate and video is
+    tests/cli/test_cli_foundation.py::test_train_evaluate_video_round_trip."""
+    from typer.testing import CliRunner
+
+    from text2reward.cli.shared import app
+
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    assert result.exit_code == 0, result.stderr
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 @pytest.fixture(scope="module")

@@ -158,3 +158,32 @@ def test_metaworld_quaternion_follows_set_state():
     view = task.view(env, task.view(env))
     np.testing.assert_array_equal(view.obj.quaternion, np.asarray(raw._get_quat_objects())[:4])
     np.testing.assert_array_equal(view.obj.position, np.asarray(raw._get_pos_objects())[:3])
+
+
+def test_each_env_gets_its_own_copy_of_a_model_compiled_once_equal_to_a_fresh_compilation():
+    """The test processes compile each shipped model file once (conftest.py): every env must still get a model of its
+    own (an env that moves a body moves it in its copy only), and the compiled model each copy comes from must stay what
+    compiling the file afresh gives."""
+    import mujoco
+
+    compile_afresh = getattr(mujoco.MjModel.from_xml_path, "__wrapped__", None)
+    if compile_afresh is None:
+        pytest.skip("T2R_TEST_COMPILE_CACHE=0: every model is compiled afresh")
+    task = get_task("metaworld/pick-place-v3")
+    first, second = task.make_env(seed=0), task.make_env(seed=0)
+    try:
+        a, b = first.unwrapped.model, second.unwrapped.model
+        assert a is not b
+        before = b.body_pos.copy()
+        a.body_pos[1] += 1.0  # one env edits its model (as MetaWorld's resets place goals in site_pos)
+        assert np.array_equal(b.body_pos, before), "the other env's model did not move"
+        path = first.unwrapped.fullpath
+        cached, fresh = mujoco.MjModel.from_xml_path(path), compile_afresh(path)  # after both envs edited their copies
+        for field in ("body_pos", "body_quat", "body_mass", "geom_size", "geom_pos", "geom_friction", "jnt_range", "dof_damping",
+                      "actuator_gear", "actuator_ctrlrange", "site_pos"):
+            assert np.array_equal(getattr(cached, field), getattr(fresh, field)), field
+        assert cached.opt.timestep == fresh.opt.timestep
+        assert (cached.nq, cached.nv, cached.nbody, cached.ngeom) == (fresh.nq, fresh.nv, fresh.nbody, fresh.ngeom)
+    finally:
+        first.close()
+        second.close()

@@ -18,10 +18,16 @@ from policies.config import TrainConfig
 from sim_envs import codec
 from text2reward.training.job import ERROR_FILE, JOB_FILE, PID_FILE, TrainJob, read_job
 from text2reward.training.pool import JobOutcome, LocalLauncher
-from text2reward.training.preloaded import fork_server
+from text2reward.training.preloaded import SOCKET_VARIABLE, fork_server, start_shared_server
 
 BOUND = 600.0
 """Seconds a job or a process may take to do what the test waits for on a loaded machine: a bound, not a timing."""
+
+
+@pytest.fixture(autouse=True)
+def own_server(monkeypatch):
+    """These tests are about a driver's own server: not the test session's shared one (conftest.py)."""
+    monkeypatch.delenv(SOCKET_VARIABLE, raising=False)
 
 
 def tiny_job(out: Path, steps: int = 200, seed: int = 0, task_id: str = "fetch/reach") -> TrainJob:
@@ -164,3 +170,96 @@ def test_the_server_never_outlives_its_driver_and_a_training_job_lives_on(tmp_pa
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
         driver.kill()
+
+
+@pytest.mark.parametrize("session", ["same", "new"])
+def test_a_driver_forks_from_the_shared_server_into_its_own_group_or_starts_its_own(tmp_path, session):
+    """A driver given a shared server's socket forks its jobs there, each job in the driver's process group (a kill of
+    the group reaches it, the shared server lives on); a driver in another session cannot put a job in its group, so
+    it starts a server of its own, its child."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    shared, path = start_shared_server(str(folder))
+    try:
+        assert (folder / "forkserver.sock").stat().st_mode & 0o077 == 0 and folder.stat().st_mode & 0o077 == 0, "private"
+        driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path / "job")], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2],
+                                  env={**os.environ, SOCKET_VARIABLE: path}, process_group=0 if session == "same" else None,
+                                  start_new_session=session == "new")
+        server_pid, job_pid = (int(word) for word in driver.stdout.readline().split())  # type: ignore[union-attr]
+        try:
+            assert os.getpgid(job_pid) == driver.pid, "the job is in the driver's process group"
+            if session == "same":
+                assert server_pid == shared.pid and parent_of(job_pid) == shared.pid
+            else:
+                assert server_pid != shared.pid and parent_of(server_pid) == driver.pid and parent_of(job_pid) == server_pid
+            os.killpg(driver.pid, signal.SIGKILL)  # the driver and its workers, as a test or a user kills a command
+            driver.wait(BOUND)
+            wait_for(lambda: not alive(job_pid), BOUND, "the job to die with its driver's group")
+            assert shared.alive(), "the shared server outlives a driver"
+        finally:
+            for pid in (job_pid, server_pid):
+                if alive(pid) and pid != shared.pid:
+                    os.kill(pid, signal.SIGKILL)
+            driver.kill()
+    finally:
+        shared.close()
+
+
+def test_the_shared_server_trains_a_job_like_a_fresh_one_and_refuses_other_settings(tmp_path, monkeypatch):
+    """Same seed: a job forked from the shared server ends with the curve a fresh worker's has, its end reported to the
+    driver that asked; a driver with other import-time settings (here MUJOCO_GL) gets a server of its own."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    shared, path = start_shared_server(str(folder))
+    try:
+        said: list[str] = []
+        fresh = LocalLauncher(said.append, preload=False)
+        start(fresh, tiny_job(tmp_path / "fresh", seed=5))
+        fresh_outcome = outcome_of(fresh)
+        monkeypatch.setenv(SOCKET_VARIABLE, path)
+        forked = LocalLauncher(said.append)
+        start(forked, tiny_job(tmp_path / "forked", seed=5))
+        (_, server, pid) = forked.forked[0]
+        assert server.pid == shared.pid and parent_of(pid) == shared.pid
+        forked_outcome = outcome_of(forked)
+        assert fresh_outcome.ok and forked_outcome.ok and not said, (fresh_outcome.reason, forked_outcome.reason, said)
+        a, b = fresh_outcome.record["result"], forked_outcome.record["result"]  # type: ignore[index]
+        keys = ("steps", "success_rate", "mean_return", "std_return")
+        assert [{k: p.get(k) for k in keys} for p in a["curve"]] == [{k: p.get(k) for k in keys} for p in b["curve"]]
+        assert a["final_eval"] == b["final_eval"] and a["success_rate"] == b["success_rate"]
+        monkeypatch.setenv("MUJOCO_GL", "disable")
+        own = fork_server(said.append)
+        assert own is not None and own.pid != shared.pid and parent_of(own.pid) == os.getpid() and not said, said
+    finally:
+        shared.close()
+
+
+@pytest.mark.slow
+def test_t2r_run_forks_its_job_from_the_shared_server_and_a_kill_of_its_group_ends_the_job(tmp_path):
+    """The real command (which sets XLA's settings for its jobs as it checks the plan): its job is a child of the
+    shared server, in the command's process group, so killing the group ends the job as it would a child of its own."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    shared, path = start_shared_server(str(folder))
+    runs = tmp_path / "runs"
+    driver = subprocess.Popen([sys.executable, "-m", "text2reward.cli", "run", "--task", "fetch/reach", "--llm", "heuristic",
+                               "--rounds", "1", "--samples", "1", "--steps", "100000", "--no-screen", "--no-video",
+                               "--final-seeds", "0", "--no-compare-expert", "--runs-dir", str(runs)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, SOCKET_VARIABLE: path},
+                              process_group=0)
+    job_pid = 0
+    try:
+        pid_file = wait_for(lambda: next(iter(runs.glob("*/rounds/r0/s0/training/worker.pid")), None), BOUND, "training to start")
+        job_pid = wait_for(lambda: pid_file.read_text().isdigit() and int(pid_file.read_text()), BOUND, "the worker's pid")
+        assert parent_of(job_pid) == shared.pid and os.getpgid(job_pid) == driver.pid
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(BOUND)
+        wait_for(lambda: not alive(job_pid), BOUND, "the job to die with the command's group")
+        assert shared.alive()
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+        if job_pid and alive(job_pid):
+            os.kill(job_pid, signal.SIGKILL)
+        shared.close()

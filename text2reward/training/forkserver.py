@@ -35,6 +35,12 @@ cannot corrupt them): `{"ready": true, "pid": N, "threads": 1, "jax_backend": fa
 of its imports, so it never holds the owner's stderr open after it), and leaves when its stdin closes (its owner let
 it go) or its parent changes; it ignores SIGINT, which a Ctrl-C sends the whole
 process group: the jobs get it as they always did, and the driver stops them and then the server.
+
+Shared (`--listen PATH`, preloaded.start_shared_server): the server also accepts drivers of its user on a Unix socket
+at PATH (bound before the imports, so a driver that connects early waits for its ready message). Each connected
+driver gets the ready message with `"settings"` (the import-time variables before the imports), `"settings_after"` and
+`"sid"`, sends the same requests with `"pgid"` (its process group, which the child joins before the reply) and gets its
+own children's `started` and `ended` replies; a driver that disconnects leaves its jobs running.
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ import json
 import os
 import select
 import signal
+import socket
+import struct
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -57,7 +65,16 @@ PRELOAD = ("numpy", "torch", "stable_baselines3", "jax", "flax", "sbx", "gymnasi
 """What a job imports before its first step (SBX and JAX are optional: a missing one is skipped)."""
 SINGLE_THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1"}
 """Set in the server before it imports (where the user set nothing): OpenBLAS would start a thread per core."""
+IMPORT_TIME_PREFIXES = ("OPENBLAS_", "GOTO", "OMP_", "KMP_", "GOMP_", "MKL_", "NPY_", "NUMPY_", "JAX_", "XLA_", "TF_",
+                        "TORCH", "PYTORCH_", "CUDA_", "NVIDIA_", "MUJOCO_", "PYOPENGL_", "EGL_", "LD_", "PYTHON", "DISPLAY")
+"""Variables a preloaded library may read when it is imported: a job may only be forked from a server imported with
+the same values (a driver whose values differ starts a server of its own)."""
+BACKEND_TIME = ("XLA_FLAGS", "XLA_PYTHON_CLIENT_PREALLOCATE")
+"""Read by XLA when JAX builds its backend, never at import (policies.algorithms.configure_jax sets them in a driver as
+it checks a plan): they travel with each request, and a change needs no other server."""
 PR_SET_PDEATHSIG = 1
+REPLY_SEND_TIMEOUT_S = 10.0
+"""How long a reply to a shared server's client may wait for room in its socket before the client is dropped."""
 PARENT_CHECK_S = 1.0
 """How often the server looks whether its owner is still its parent, beside waiting on its stdin."""
 
@@ -74,15 +91,22 @@ class Request:
     log: str
     cwd: str
     env: dict[str, str]
+    pgid: int | None = None
+    """The process group the child joins (a shared server's client's: its Ctrl-C and kills reach its jobs)."""
 
     @classmethod
     def parse(cls, line: bytes) -> Request:
         data = json.loads(line)
-        env = data["env"]
+        env, pgid = data["env"], data.get("pgid")
         if not (isinstance(data["job"], str) and isinstance(data["log"], str) and isinstance(data["cwd"], str)
-                and isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
-            raise ValueError("a request needs job, log and cwd strings and an env of strings")
-        return cls(data["job"], data["log"], data["cwd"], env)
+                and isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+                and (pgid is None or (isinstance(pgid, int) and not isinstance(pgid, bool) and pgid > 0))):
+            raise ValueError("a request needs job, log and cwd strings, an env of strings and an optional positive pgid")
+        return cls(data["job"], data["log"], data["cwd"], env, pgid)
+
+
+def import_time_settings(env: dict[str, str]) -> list[list[str]]:
+    return [[k, v] for k, v in sorted(env.items()) if k.startswith(IMPORT_TIME_PREFIXES) and k not in BACKEND_TIME]
 
 
 def thread_count() -> int:
@@ -107,24 +131,54 @@ def preload() -> None:
             pass  # an optional library (SBX, JAX) that is not installed: its jobs import nothing of it
 
 
-class Server:
-    """The loop: requests in, children out, their ends reported."""
+class Client:
+    """A driver connected to a shared server's socket: what it has sent so far and the channel for the replies."""
 
-    def __init__(self, requests: int, replies: int):
+    def __init__(self, connection: socket.socket):
+        self.connection = connection
+        self.buffer = b""
+
+
+class Server:
+    """The loop: requests in, children out, their ends reported to whoever asked. Requests come on the owner's pipe
+    and, for a shared server, from any driver of the same user connected to its socket (`listener`)."""
+
+    def __init__(self, requests: int, replies: int, listener: socket.socket | None = None,
+                 settings: list[list[str]] | None = None):
         self.requests, self.replies = requests, replies
+        self.listener = listener
+        self.clients: dict[int, Client] = {}
+        """The connected drivers, by their socket's fd."""
+        self.asked_by: dict[int, Client] = {}
+        """Each running child a client asked for (the others are the owner's): where its end is reported."""
+        self.unheard: set[int] = set()
+        """Running children of clients that have left: their ends are nobody's to hear."""
         self.parent = os.getppid()
         self.buffer = b""
+        self.settings = settings if settings is not None else import_time_settings(dict(os.environ))
+        """The import-time variables as they were before the imports (some libraries set their own as they import)."""
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(self.wake_w, False)
 
-    def say(self, message: dict[str, Any]) -> None:
+    def say(self, message: dict[str, Any], client: Client | None = None) -> None:
+        """To the owner (OwnerGone when it stopped reading), or to a client (dropped when it stopped reading)."""
         data = (json.dumps(message) + "\n").encode()
+        if client is not None:
+            try:
+                client.connection.sendall(data)
+            except OSError:
+                self.drop(client)
+            return
         try:
             while data:
                 data = data[os.write(self.replies, data):]
         except OSError as exc:  # nobody reads any more: the owner is gone
             raise OwnerGone from exc
+
+    def ready_message(self) -> dict[str, Any]:
+        return {"ready": True, "pid": os.getpid(), "threads": thread_count(), "jax_backend": jax_backend_built(),
+                "settings": self.settings, "settings_after": import_time_settings(dict(os.environ)), "sid": os.getsid(0)}
 
     def serve(self) -> Request | None:
         """Serve until the owner leaves (None); in a forked child, return its request instead."""
@@ -136,9 +190,10 @@ class Server:
     def loop(self) -> Request | None:
         signal.signal(signal.SIGCHLD, lambda number, frame: None)  # wakes the select through the wakeup fd
         signal.set_wakeup_fd(self.wake_w)
-        self.say({"ready": True, "pid": os.getpid(), "threads": thread_count(), "jax_backend": jax_backend_built()})
+        self.say(self.ready_message())
         while True:
-            ready, _, _ = select.select([self.requests, self.wake_r], [], [], PARENT_CHECK_S)
+            watched = [self.requests, self.wake_r, *self.clients] + ([self.listener.fileno()] if self.listener else [])
+            ready, _, _ = select.select(watched, [], [], PARENT_CHECK_S)
             self.reap()
             if os.getppid() != self.parent:
                 return None
@@ -149,6 +204,25 @@ class Server:
                             break
                     except BlockingIOError:
                         break
+            if self.listener is not None and self.listener.fileno() in ready:
+                self.accept()
+            for fd in ready:
+                client = self.clients.get(fd)
+                if client is None:
+                    continue
+                try:
+                    chunk = client.connection.recv(65536)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    self.drop(client)
+                    continue
+                client.buffer += chunk
+                while b"\n" in client.buffer and fd in self.clients:
+                    line, client.buffer = client.buffer.split(b"\n", 1)
+                    child = self.fork(line, client)
+                    if child is not None:
+                        return child
             if self.requests not in ready:
                 continue
             chunk = os.read(self.requests, 65536)
@@ -161,15 +235,38 @@ class Server:
                 if child is not None:
                     return child
 
-    def fork(self, line: bytes) -> Request | None:
+    def accept(self) -> None:
+        """A driver connects: served only if it runs as this server's user (the socket's folder is private too)."""
+        assert self.listener is not None
+        try:
+            connection, _ = self.listener.accept()
+        except OSError:
+            return
+        _, uid, _ = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+        if uid != os.getuid():
+            connection.close()
+            return
+        connection.settimeout(REPLY_SEND_TIMEOUT_S)
+        client = Client(connection)
+        self.clients[connection.fileno()] = client
+        self.say(self.ready_message(), client)
+
+    def drop(self, client: Client) -> None:
+        self.clients.pop(client.connection.fileno(), None)
+        for pid in [pid for pid, asker in self.asked_by.items() if asker is client]:
+            del self.asked_by[pid]  # its jobs run on
+            self.unheard.add(pid)
+        client.connection.close()
+
+    def fork(self, line: bytes, client: Client | None = None) -> Request | None:
         try:
             request = Request.parse(line)
         except (ValueError, KeyError, TypeError) as exc:
-            self.say({"started": None, "detail": f"bad request: {exc}"})
+            self.say({"started": None, "detail": f"bad request: {exc}"}, client)
             return None
         reason = unsafe_to_fork()
         if reason is not None:
-            self.say({"started": None, "detail": reason})
+            self.say({"started": None, "detail": reason}, client)
             return None
         sys.stdout.flush()
         sys.stderr.flush()
@@ -177,22 +274,35 @@ class Server:
         try:
             pid = os.fork()
         except OSError as exc:
-            self.say({"started": None, "detail": f"fork failed: {exc}"})
+            self.say({"started": None, "detail": f"fork failed: {exc}"}, client)
             return None
         if pid == 0:
             self.leave_for_child()
             return request
-        self.say({"started": pid})
+        if request.pgid is not None:
+            try:  # before the reply: from then on the driver's group signals reach the job
+                os.setpgid(pid, request.pgid)
+            except OSError as exc:
+                os.kill(pid, signal.SIGKILL)
+                self.say({"started": None, "detail": f"the job cannot join process group {request.pgid}: {exc}"}, client)
+                return None
+        if client is not None:
+            self.asked_by[pid] = client
+        self.say({"started": pid}, client)
         return None
 
     def leave_for_child(self) -> None:
-        """In the child: drop the server's pipes and handlers (the driver must see EOF when the server goes)."""
+        """In the child: drop the server's pipes, sockets and handlers (a driver must see EOF when the server goes)."""
         gc.enable()
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for fd in (self.requests, self.replies, self.wake_r, self.wake_w):
             os.close(fd)
+        for client in self.clients.values():
+            client.connection.close()
+        if self.listener is not None:
+            self.listener.close()
 
     def reap(self) -> None:
         while True:
@@ -202,7 +312,10 @@ class Server:
                 return
             if pid == 0:
                 return
-            self.say({"ended": pid, "code": os.waitstatus_to_exitcode(status)})
+            if pid in self.unheard:
+                self.unheard.discard(pid)
+                continue
+            self.say({"ended": pid, "code": os.waitstatus_to_exitcode(status)}, self.asked_by.pop(pid, None))
 
 
 def become_job(request: Request) -> int:
@@ -224,9 +337,21 @@ def become_job(request: Request) -> int:
     return main([request.job])
 
 
-def start(owner: int) -> int:
+def listen(path: str) -> socket.socket:
+    """The shared server's socket, readable and writable by its user only (its folder should be private as well)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        listener.bind(path)
+    finally:
+        os.umask(old)
+    listener.listen(64)
+    return listener
+
+
+def start(owner: int, listen_at: str | None = None) -> int:
     """The server's main: bound to its owner's life, private copies of the pipes, fd 0 on /dev/null and fd 1 on
-    stderr, then preload and serve."""
+    stderr, then preload and serve (also on a socket at `listen_at`, bound before the imports and answered after them)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # from the start: a Ctrl-C during the imports is the driver's to handle
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # its owner's death kills it, even mid-import
     if os.getppid() != owner:
@@ -239,12 +364,14 @@ def start(owner: int) -> int:
     for name, value in SINGLE_THREAD_ENV.items():
         os.environ.setdefault(name, value)
     gc.disable()  # as the gc module advises for a process that forks without exec: no collections leave holes in its pages
+    listener = listen(listen_at) if listen_at else None  # bound now: a driver that connects during the imports waits
+    settings = import_time_settings(dict(os.environ))
     preload()
-    request = Server(requests, replies).serve()
+    request = Server(requests, replies, listener, settings).serve()
     if request is None:
         return 0
     return become_job(request)
 
 
 if __name__ == "__main__":
-    sys.exit(start(int(sys.argv[1])))
+    sys.exit(start(int(sys.argv[1]), sys.argv[3] if sys.argv[2:3] == ["--listen"] else None))

@@ -8,6 +8,9 @@ GL backend, the library paths): a fresh worker would read the new value; a child
 imported already. Every other variable travels with each request and is the child's whole environment.
 The server is bound to the thread that started it (the kernel's parent-death signal follows the thread): where a
 driver starts runs from a short-lived thread, the server ends with that thread and the next job starts another.
+A driver given a shared server's socket (T2R_FORKSERVER_SOCKET: a test session starts one for every command its tests
+run) forks its jobs there instead, where that server was imported with the driver's import-time settings and runs in
+the driver's session (`SharedForkServer`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import socket
 import subprocess
 import sys
 import threading
@@ -22,15 +26,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from text2reward.training.forkserver import SINGLE_THREAD_ENV
+from text2reward.training.forkserver import SINGLE_THREAD_ENV, import_time_settings
 
 Say = Callable[[str], None]
 
 DISABLE_VARIABLE = "T2R_FORKSERVER"
 """Set to 0 to start every training job as a fresh process (as before the fork server)."""
-IMPORT_TIME_PREFIXES = ("OPENBLAS_", "GOTO", "OMP_", "KMP_", "GOMP_", "MKL_", "NPY_", "NUMPY_", "JAX_", "XLA_", "TF_",
-                        "TORCH", "PYTORCH_", "CUDA_", "NVIDIA_", "MUJOCO_", "PYOPENGL_", "EGL_", "LD_", "PYTHON", "DISPLAY")
-"""Variables a preloaded library may read when it is imported: a change restarts the server."""
+SOCKET_VARIABLE = "T2R_FORKSERVER_SOCKET"
+"""The socket of a shared fork server (`start_shared_server`, as the test session starts one) that this driver's jobs
+are forked from instead of a server of its own, where it can serve them (`SharedForkServer.usable`); empty: none."""
 READY_TIMEOUT_S = 300.0
 """How long the server may take to import everything (about 6 s idle; minutes on a machine at load 20)."""
 REPLY_TIMEOUT_S = 60.0
@@ -44,10 +48,6 @@ def job_environment() -> dict[str, str]:
     return {**SINGLE_THREAD_ENV, **os.environ}
 
 
-def import_time_settings(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((k, v) for k, v in env.items() if k.startswith(IMPORT_TIME_PREFIXES)))
-
-
 def enabled() -> bool:
     return os.environ.get(DISABLE_VARIABLE, "1").strip().lower() not in ("0", "false", "no", "off")
 
@@ -57,15 +57,23 @@ class ServerGone(Exception):
 
 
 class ForkServer:
-    """A running `python -m text2reward.training.forkserver` and its replies: children started, children ended."""
+    """A running `python -m text2reward.training.forkserver` of this driver's and its replies: children started,
+    children ended. With `listen`, it also serves other drivers of this user on a socket there (`SharedForkServer`)."""
 
-    def __init__(self, env: dict[str, str]):
+    socket_path: str | None = None
+    """Where a shared server listens, for a connection to one; None for a driver's own server."""
+
+    def __init__(self, env: dict[str, str], listen: str | None = None):
         self.settings = import_time_settings(env)
-        self.process = subprocess.Popen([sys.executable, "-m", "text2reward.training.forkserver", str(os.getpid())], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, env=env)
+        self.process: subprocess.Popen | None = subprocess.Popen(
+            [sys.executable, "-m", "text2reward.training.forkserver", str(os.getpid()), *(["--listen", listen] if listen else [])],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         assert self.process.stdin is not None and self.process.stdout is not None
-        self.requests, self.output = self.process.stdin, self.process.stdout
-        self.replies = self.output.fileno()
+        self._converse(self.process.stdin, self.process.stdout.fileno())
+        self.output: Any = self.process.stdout
+
+    def _converse(self, requests: Any, replies: int) -> None:
+        self.requests, self.replies = requests, replies
         self.buffer = b""
         self.ended: dict[int, int] = {}
         self.gone = False
@@ -75,6 +83,7 @@ class ForkServer:
 
     @property
     def pid(self) -> int:
+        assert self.process is not None
         return self.process.pid
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> dict[str, Any]:
@@ -84,9 +93,12 @@ class ForkServer:
                 self.ready = self._next(lambda m: "ready" in m, timeout)
             return self.ready
 
+    def request(self, job_file: str, log: str) -> dict[str, Any]:
+        return {"job": job_file, "log": log, "cwd": os.getcwd(), "env": job_environment()}
+
     def fork(self, job_file: str, log: str) -> int:
         """Start a job: the child's pid (ServerGone; ValueError with the server's reason where it refused)."""
-        request = {"job": job_file, "log": log, "cwd": os.getcwd(), "env": job_environment()}
+        request = self.request(job_file, log)
         with self.lock:
             self.wait_ready()
             try:
@@ -108,13 +120,14 @@ class ForkServer:
 
     def alive(self) -> bool:
         with self.lock:
-            if not self.gone and self.process.poll() is not None:
+            if not self.gone and self.process is not None and self.process.poll() is not None:
                 self._read(0.0)  # what it said before it died still counts
                 self.gone = True
             return not self.gone
 
     def close(self) -> None:
         """Let the server go: it leaves when its stdin closes (children it forked keep running)."""
+        assert self.process is not None
         try:
             self.requests.close()
         except OSError:
@@ -163,9 +176,129 @@ class ForkServer:
             timeout = 0.0
 
 
+def same_imports(driver: dict[str, str], before: dict[str, str], after: dict[str, str]) -> bool:
+    """Whether a server imported with the variables `before` (which its imports changed to `after`: MuJoCo sets
+    PYOPENGL_PLATFORM, JAX TF_CPP_MIN_LOG_LEVEL) is what a driver with the variables `driver` would have imported: each
+    of the driver's values is the server's before its imports, or the value those imports set themselves."""
+    for name in set(driver) | set(before) | set(after):
+        value = driver.get(name)
+        if value != before.get(name) and not (after.get(name) != before.get(name) and value == after.get(name)):
+            return False
+    return True
+
+
+class SharedForkServer(ForkServer):
+    """This driver's connection to a fork server another process started and shares through a socket (a test session
+    starts one, so that the hundreds of `t2r` commands it runs do not each import the heavy libraries again).
+
+    Why it is safe to share: the socket's folder and the socket are its user's only and the server serves no other
+    user (SO_PEERCRED); every request carries the driver's environment and folder as a driver's own server's does; the
+    server forks only where it was imported with the driver's import-time settings and runs in the driver's session,
+    and each job joins the driver's process group, so a Ctrl-C or a kill of the driver's group reaches its jobs as it
+    reaches a child of its own server. What differs: the server is not the driver's child (it outlives the driver, as a
+    job does), and a job inherits the server's resource limits rather than the driver's."""
+
+    def __init__(self, path: str):
+        self.socket_path = path
+        self.settings = import_time_settings(job_environment())
+        self.process = None
+        self.connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.connection.connect(path)
+        except OSError:
+            self.connection.close()
+            raise
+        self._converse(self.connection.makefile("wb"), self.connection.fileno())
+        self.output = self.connection
+
+    @property
+    def pid(self) -> int:
+        return int((self.ready or {}).get("pid", 0))
+
+    def usable(self) -> str | None:
+        """Why this driver's jobs cannot be forked from this server, or None."""
+        ready = self.wait_ready()
+        if not same_imports(dict(self.settings), dict(ready.get("settings", [])), dict(ready.get("settings_after", []))):
+            return "it was started with other import-time settings"
+        if ready.get("sid") != os.getsid(0):
+            return "it runs in another session"
+        return None
+
+    def request(self, job_file: str, log: str) -> dict[str, Any]:
+        return {**super().request(job_file, log), "pgid": os.getpgrp()}
+
+    def alive(self) -> bool:
+        with self.lock:
+            self._read(0.0)  # a server that has gone is an end of file on the socket
+            return not self.gone
+
+    def close(self) -> None:
+        """Leave the server to its owner (jobs forked for this driver keep running)."""
+        self.connection.close()
+        self.gone = True
+
+
+SOCKET_NAME = "forkserver.sock"
+
+
+def start_shared_server(folder: str) -> tuple[ForkServer, str]:
+    """Start a fork server of this process's that other drivers of this user reach through the socket it returns (in
+    `folder`, made private: mode 0700); it leaves with this process. Give
+    the socket to the drivers in T2R_FORKSERVER_SOCKET. It returns at once: the server binds the socket, then imports;
+    a driver that connects meanwhile waits for its ready message."""
+    os.chmod(folder, 0o700)
+    path = os.path.join(folder, SOCKET_NAME)
+    server = ForkServer(job_environment(), listen=path)
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not os.path.exists(path) and server.alive() and time.monotonic() < deadline:
+        time.sleep(0.01)  # the bind comes before the imports: milliseconds after the interpreter starts
+    return server, path
+
+
 _LOCK = threading.Lock()
 _SERVER: list[ForkServer] = []
 _GAVE_UP: list[str] = []
+_REFUSED: dict[tuple[str, str], str] = {}
+"""Shared servers this driver cannot use, by socket and import-time settings: why."""
+_UNANSWERED: list[str] = []
+"""What to say once: a shared server's socket that did not answer (other settings or sessions are expected: silent)."""
+
+
+def _shared_wanted(env: dict[str, str]) -> str | None:
+    """The shared server's socket this driver should fork from (T2R_FORKSERVER_SOCKET), unless it has refused it."""
+    path = os.environ.get(SOCKET_VARIABLE) or None
+    if path is None or (path, json.dumps(import_time_settings(env))) in _REFUSED:
+        return None
+    return path
+
+
+def _connect_shared(path: str, env: dict[str, str]) -> ForkServer | None:
+    """A connection to the shared server at `path`, or None where this driver cannot use it (kept in _REFUSED)."""
+    server: SharedForkServer | None = None
+    try:
+        server = SharedForkServer(path)
+        why = server.usable()
+    except (OSError, ServerGone, ValueError) as exc:
+        why = f"the shared training fork server at {path} does not answer ({exc}); this driver starts its own"
+        _UNANSWERED.append(why)
+    if why is None:
+        return server
+    if server is not None:
+        server.close()
+    _REFUSED[(path, json.dumps(import_time_settings(env)))] = why
+    return None
+
+
+def _say_refusals(say: Say) -> None:
+    while _UNANSWERED:
+        say(_UNANSWERED.pop(0))
+
+
+def _new_server(env: dict[str, str]) -> ForkServer:
+    """The shared server where this driver may use it, else a server of its own (starting: ready later)."""
+    path = _shared_wanted(env)
+    shared = _connect_shared(path, env) if path else None
+    return shared or ForkServer(env)
 
 
 def warm_up() -> None:
@@ -176,20 +309,21 @@ def warm_up() -> None:
     with _LOCK:
         if not _SERVER:
             try:
-                _SERVER.append(ForkServer(job_environment()))
+                _SERVER.append(_new_server(job_environment()))
             except OSError:
                 pass  # `fork_server` tries again when a job starts, and says what went wrong
 
 
 def fork_server(say: Say) -> ForkServer | None:
-    """This driver's ready fork server, started or restarted as needed; None where jobs should start fresh (switched
-    off, or the server could not start: said once)."""
+    """This driver's ready fork server (the shared one where it can use it), started or restarted as needed; None where
+    jobs should start fresh (switched off, or the server could not start: said once)."""
     if not enabled() or _GAVE_UP:
         return None
     env = job_environment()
     with _LOCK:
         server = _SERVER[0] if _SERVER else None
-        if server is not None and not (server.alive() and server.settings == import_time_settings(env)):
+        if server is not None and not (server.alive() and server.settings == import_time_settings(env)
+                                       and server.socket_path == _shared_wanted(env)):
             if not server.alive():
                 say(f"the training fork server (pid {server.pid}) ended; starting another")
             server.close()
@@ -197,8 +331,9 @@ def fork_server(say: Say) -> ForkServer | None:
             server = None
         try:
             if server is None:
-                server = ForkServer(env)
+                server = _new_server(env)
                 _SERVER.append(server)
+            _say_refusals(say)
             ready = server.wait_ready()
             if ready.get("threads") != 1 or ready.get("jax_backend"):
                 raise ValueError(f"it has {ready.get('threads')} threads and a JAX backend {ready.get('jax_backend')} "
