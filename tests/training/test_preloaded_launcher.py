@@ -15,7 +15,6 @@ import pytest
 from polling import wait_for
 
 from policies.config import TrainConfig
-from sim_envs import codec
 from text2reward.training.job import ERROR_FILE, JOB_FILE, PID_FILE, TrainJob, read_job
 from text2reward.training.pool import JobOutcome, LocalLauncher
 from text2reward.training.preloaded import SOCKET_VARIABLE, fork_server, start_shared_server
@@ -28,6 +27,12 @@ BOUND = 600.0
 def own_server(monkeypatch):
     """These tests are about a driver's own server: not the test session's shared one (conftest.py)."""
     monkeypatch.delenv(SOCKET_VARIABLE, raising=False)
+
+
+def same_training(a, b) -> bool:
+    """Two results trained alike: the same curve (steps, success, returns at each evaluation) and final evaluation."""
+    figures = [[(p.steps, p.success_rate, p.mean_return, p.std_return) for p in r.curve] for r in (a, b)]
+    return figures[0] == figures[1] and a.final_eval == b.final_eval and a.success_rate == b.success_rate
 
 
 def tiny_job(out: Path, steps: int = 200, seed: int = 0, task_id: str = "fetch/reach") -> TrainJob:
@@ -79,9 +84,7 @@ def test_a_job_forked_from_the_server_trains_like_a_fresh_one(tmp_path):
     assert not said, said
     assert fresh_outcome.ok and forked_outcome.ok, (fresh_outcome.reason, forked_outcome.reason)
     a, b = fresh_outcome.record.result, forked_outcome.record.result  # type: ignore[union-attr]
-    keys = ("steps", "success_rate", "mean_return", "std_return")
-    assert [{k: codec.write(p).get(k) for k in keys} for p in a.curve] == [{k: codec.write(p).get(k) for k in keys} for p in b.curve]
-    assert a.final_eval == b.final_eval and a.success_rate == b.success_rate
+    assert same_training(a, b)
     assert "Traceback" not in (tmp_path / "forked" / "worker.log").read_text()
 
 
@@ -224,10 +227,8 @@ def test_the_shared_server_trains_a_job_like_a_fresh_one_and_refuses_other_setti
         assert server.pid == shared.pid and parent_of(pid) == shared.pid
         forked_outcome = outcome_of(forked)
         assert fresh_outcome.ok and forked_outcome.ok and not said, (fresh_outcome.reason, forked_outcome.reason, said)
-        a, b = fresh_outcome.record["result"], forked_outcome.record["result"]  # type: ignore[index]
-        keys = ("steps", "success_rate", "mean_return", "std_return")
-        assert [{k: p.get(k) for k in keys} for p in a["curve"]] == [{k: p.get(k) for k in keys} for p in b["curve"]]
-        assert a["final_eval"] == b["final_eval"] and a["success_rate"] == b["success_rate"]
+        a, b = fresh_outcome.record.result, forked_outcome.record.result  # type: ignore[union-attr]
+        assert same_training(a, b)
         monkeypatch.setenv("MUJOCO_GL", "disable")
         own = fork_server(said.append)
         assert own is not None and own.pid != shared.pid and parent_of(own.pid) == os.getpid() and not said, said
