@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sim_envs.codec import RecordError, read, write
@@ -101,7 +101,7 @@ class RunLock:
         return True
 
     def _beating(self) -> dict[str, object]:
-        return write(LockHolder(self._record.pid, self._record.host, time.time(), self._record.started))
+        return write(replace(self._record, heartbeat=time.time()))
 
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat_seconds):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from text2reward.runs.records import Candidate, DoneRecord, FailedSeed, FinalArm, SeedRun, TrainingSummary
+from text2reward.runs.records import Candidate, FailedSeed, FinalArm, SeedRun, TrainingSummary
 from text2reward.runs.seed_scores import pooled_summary
 from text2reward.runs.statuses import CandidateStatus, FailureCause
 from text2reward.runs.store import RunStore
@@ -31,7 +31,8 @@ def record_outcome(candidate: Candidate, outcome: JobOutcome, store: RunStore) -
         if outcome.numbers:  # the kernel's account of a stopped call: for people, never for the model
             candidate.failure_numbers = outcome.numbers
         return candidate
-    record = done_record(outcome)
+    record = outcome.record
+    assert record is not None  # an ok outcome carries the worker's done.json, read by the pool (training.pool.job_done)
     result = record.result
     directory = Path(outcome.job.out_dir)
     candidate.status = CandidateStatus.STOPPED_EARLY if result.stopped_behind else CandidateStatus.TRAINED
@@ -48,18 +49,12 @@ def record_outcome(candidate: Candidate, outcome: JobOutcome, store: RunStore) -
     return candidate
 
 
-def done_record(outcome: JobOutcome) -> DoneRecord:
-    """An ok outcome's done.json, read once through the records' codec."""
-    assert outcome.record is not None  # an ok outcome carries the worker's done.json
-    return outcome.record
-
-
 def seed_run(seed: int, outcome: JobOutcome, store: RunStore) -> SeedRun:
     """One seed's part of a candidate trained on several: its figures, or why it did not train."""
     job = store.relative(Path(outcome.job.out_dir))
     if not outcome.ok or outcome.record is None:
         return SeedRun(seed=seed, job=job, reason=outcome.reason or "did not train")
-    result = done_record(outcome).result
+    result = outcome.record.result
     return SeedRun(seed=seed, job=job, training=TrainingSummary.of_result(result), stopped_early=result.stopped_behind)
 
 
@@ -82,7 +77,7 @@ def record_seed_outcomes(candidate: Candidate, outcomes: list[tuple[int, JobOutc
     stopped = next((outcome for (_, outcome), seed in zip(outcomes, seeds) if seed.stopped_early), None)
     if stopped is not None and stopped.record is not None:
         candidate.status = CandidateStatus.STOPPED_EARLY
-        candidate.stopped_early = done_record(stopped).result.stopped_early
+        candidate.stopped_early = stopped.record.result.stopped_early
     candidate.warnings += [f"seed {seed.seed} did not train ({seed.reason}); its score pools the other seeds"
                            for seed in seeds if seed.training is None]
     candidate.seeds = seeds
@@ -91,7 +86,7 @@ def record_seed_outcomes(candidate: Candidate, outcomes: list[tuple[int, JobOutc
 
 def final_arm(jobs: list[tuple[TrainJob, JobOutcome, int]]) -> FinalArm | None:
     """One arm of the final comparison from its seeds' jobs (job, last outcome, attempts); None when it has none."""
-    results = [done_record(outcome).result for _, outcome, _ in jobs if outcome.ok and outcome.record is not None]
+    results = [outcome.record.result for _, outcome, _ in jobs if outcome.ok and outcome.record is not None]
     failed = [FailedSeed(seed=job.train.seed, reason=outcome.reason or "", cause=outcome.cause or FailureCause.ERROR, attempts=tries)
               for job, outcome, tries in jobs if not outcome.ok]
     if not results and not failed:
