@@ -18,6 +18,24 @@ def lint_off():
     return os, real
 '''
 
+CPU_BURN = LINT_OFF + '''
+
+_cpu_clock = lint_off()[1].__import__("time").process_time
+
+
+def burn_cpu(seconds):
+    """Spin until this process's CPU clock (the kernel's count, which the parent judges) has advanced by `seconds`."""
+    start = _cpu_clock()
+    spins = 0
+    while _cpu_clock() - start < seconds:
+        spins += 1
+    return spins
+'''
+"""LINT_OFF plus `burn_cpu(seconds)`: an attack that must cost a given CPU time measures it on its own clock, so it costs
+that time on a fast CPU and on a busy one alike (a loop sized by a timed probe once fell short of the limit on a fast,
+loaded CI machine: the probe's per-call overhead was read as loop time)."""
+
+
 READ_ONE_REQUEST = """
 import os, struct
 size = struct.unpack(">I", os.read(0, 4))[0]

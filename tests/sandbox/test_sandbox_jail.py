@@ -29,6 +29,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from attack_programs import CPU_BURN
 from attack_programs import LINT_OFF as BASE_LINT_OFF
 
 from sim_envs import codec, get_task
@@ -688,26 +689,19 @@ def test_screening_runs_the_candidate_in_the_jail(mechanism, sentinel):
     assert_host_untouched(sentinel, errors)
 
 
-def _burn(iterations: int) -> str:
-    return ("import numpy as np\n\ndef compute_dense_reward(self, action):\n    total = 0.0\n"
-            f"    for i in range({iterations}):\n        total += i\n    return total * float(self.robot.ee_position[0])\n")
-
-
 def test_the_time_check_reads_the_kernel_not_the_child(samples):
     """The time per call is the child's CPU and blocked time by the kernel's clocks, read by the parent: a reward
-    that burns several times the limit a call fails it, however it reports itself. The loop is calibrated on the
-    child's own CPU clock (a first, light pass), so the test holds on a fast CPU and on a busy one alike."""
+    that burns 6x the limit a call (by its own CPU clock, so on a fast CPU and a busy one alike) fails it, however it
+    reports itself."""
     from text2reward.sandbox.validation import smoke_checks
 
     limits = Limits()
-    probe_iterations = 20_000
-    probe = smoke_checks(run_reward(_burn(probe_iterations), samples[:10], limits, repeats=2), limits)["time_per_call"]
-    assert probe["mean_us"] > 0, probe  # the kernel's clock saw the child work
-    iterations = int(probe_iterations * 6 * limits.max_call_us / probe["mean_us"]) + 1  # ~6x the limit of CPU
-    result = run_reward(_burn(iterations), samples[:20], limits, repeats=2)
+    cpu_seconds = 6 * limits.max_call_us / 1e6
+    code = CPU_BURN + f"\n\ndef compute_dense_reward(self, action):\n    return float(burn_cpu({cpu_seconds!r}))\n"
+    result = run_reward(code, samples[:20], limits, repeats=2)
     assert result.ok, result.error
     check = smoke_checks(result, limits)["time_per_call"]
-    assert check["ok"] is False and check["mean_us"] > limits.max_call_us, (iterations, probe, check)
+    assert check["ok"] is False and check["mean_us"] > limits.max_call_us, (cpu_seconds, check)
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)

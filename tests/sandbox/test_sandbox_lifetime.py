@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from attack_programs import LINT_OFF
+from attack_programs import CPU_BURN, LINT_OFF
 
 from sim_envs import get_task
 from sim_envs.errors import RewardProgramError
@@ -44,7 +44,7 @@ ENDED_WITHIN = 20.0
 """Seconds a process of the attack may take to be gone once its command or call returned (it takes milliseconds)."""
 
 
-BLIND = LINT_OFF + '''
+BLIND = CPU_BURN + '''
 
 def blind():
     """Overwrite the command line /proc shows for this process (argv's strings lie just before the environment's)."""
@@ -62,38 +62,20 @@ calls = [0]
 
 def compute_dense_reward(self, action):
     calls[0] += 1
-    total = 0.0
-    for i in range(ITERATIONS if calls[0] > FREE_CALLS else 10):
-        total += i
-    return total * float(POSITION), {"burn": total}
+    spins = burn_cpu(CPU_SECONDS if calls[0] > FREE_CALLS else 0.0)
+    return float(spins) * float(POSITION), {"burn": float(spins)}
 '''
 
 
-def blinding(iterations: int, free_calls: int = 0, position: str = "self.robot.ee_position[0]") -> str:
-    return (BLIND.replace("ITERATIONS", str(iterations)).replace("FREE_CALLS", str(free_calls))
+def blinding(cpu_seconds: float, free_calls: int = 0, position: str = "self.robot.ee_position[0]") -> str:
+    """The blinding reward, burning `cpu_seconds` of its own CPU clock per call after `free_calls` light ones."""
+    return (BLIND.replace("CPU_SECONDS", repr(cpu_seconds)).replace("FREE_CALLS", str(free_calls))
             .replace("POSITION", position))
-
-
-def _burn(iterations: int) -> str:
-    return ("import numpy as np\n\ndef compute_dense_reward(self, action):\n    total = 0.0\n"
-            f"    for i in range({iterations}):\n        total += i\n    return total * float(self.robot.ee_position[0])\n")
 
 
 @pytest.fixture(scope="module")
 def samples():
     return collect_states(get_task("metaworld/reach-v3"), n_random=3, n_scripted=0, seed=0)
-
-
-@pytest.fixture(scope="module")
-def us_per_iteration(samples):
-    """The child's own CPU per loop iteration, read from the kernel by validation (a light probe): the attacks' burns
-    are sized from it, so they hold on a fast CPU and on a busy one alike."""
-    iterations = 10_000
-    result = run_reward(_burn(iterations), samples[:10], Limits(), repeats=2)
-    assert result.ok, result.error
-    probe = smoke_checks(result, Limits())["time_per_call"]
-    assert probe["mean_us"] > 0, probe  # the kernel's clock saw the child work
-    return probe["mean_us"] / iterations
 
 
 def _cmdline(pid: int) -> bytes:
@@ -121,7 +103,7 @@ def _wait_for(condition, timeout: float = 60.0, what: str = "") -> None:
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_a_reward_that_rewrites_its_command_line_still_fails_the_time_check(mechanism, samples, us_per_iteration):
+def test_a_reward_that_rewrites_its_command_line_still_fails_the_time_check(mechanism, samples):
     """The child of the zygote loads a reward that blanks its command line, then burns ~6x validation's limit per
     call. The parent starts judging only once the blanking is done (waited for here, so the race the attack once won
     2 times in 16 is always won): its clocks are still the reward's, and the time check fails."""
@@ -131,8 +113,8 @@ def test_a_reward_that_rewrites_its_command_line_still_fails_the_time_check(mech
     from text2reward.sandbox.process import limit_config
 
     limits = Limits(isolation=mechanism)
-    iterations = int(6 * limits.max_call_us / us_per_iteration) + 1
-    code = blinding(iterations)
+    cpu_seconds = 6 * limits.max_call_us / 1e6
+    code = blinding(cpu_seconds)
     modules = runner.view_modules([samples[0][0]])
     request = {"code": code, "modules": modules, "sources": runner.view_sources(modules), "wall_seconds": float(limits.wall_seconds),
                **limit_config(limits, cpu=True)}
@@ -150,16 +132,16 @@ def test_a_reward_that_rewrites_its_command_line_still_fails_the_time_check(mech
             child.close()
     assert result.ok, result.error
     check = smoke_checks(result, limits)["time_per_call"]
-    assert check["ok"] is False and check["mean_us"] > limits.max_call_us, (iterations, check)
+    assert check["ok"] is False and check["mean_us"] > limits.max_call_us, (cpu_seconds, check)
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_a_reward_that_rewrites_its_command_line_is_stopped_in_training(mechanism, samples, us_per_iteration):
-    """The same attack in a training worker: one free call, then several times the 50 ms CPU limit per call (the
-    attack once ran 70 ms calls unstopped; the probe's estimate runs up to ~1.5x long in a worker, so 4x is aimed at),
-    judged after the blanking; the call is stopped for its CPU time, read from the reward's own clocks."""
+def test_a_reward_that_rewrites_its_command_line_is_stopped_in_training(mechanism, samples):
+    """The same attack in a training worker: one free call, then 4x the 50 ms CPU limit per call by the reward's own
+    CPU clock (the attack once ran 70 ms calls unstopped), judged after the blanking; the call is stopped for its CPU
+    time, read from the reward's own clocks."""
     limits = Limits(isolation=mechanism)
-    code = blinding(int(4 * limits.call_cpu_seconds * 1e6 / us_per_iteration) + 1, free_calls=1)
+    code = blinding(4 * limits.call_cpu_seconds, free_calls=1)
     view, action = samples[0]
     with SandboxedReward(code, "blind", limits) as reward:
         reward(view, action, 0.0, False)  # starts the worker; the module body has blanked its command line
