@@ -87,13 +87,17 @@ def algorithm_class(name: str) -> Any:
     return {"sac": sbx.SAC, "ppo": sbx.PPO}[algorithm.family]
 
 
+def cache_root() -> Path:
+    """This machine's cache of what training reads again and again ($XDG_CACHE_HOME/text2reward, else ~/.cache/text2reward)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "text2reward"
+
+
 def cache_jax_compilations() -> None:
     """Keep XLA's compiled programs on disk: every candidate of a run trains the same networks on the same
     shapes, so only the first worker on a machine pays the compilation."""
     import jax  # SBX trainings only (~0.5 s), after configure_jax's settings
 
-    cache_root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    jax.config.update("jax_compilation_cache_dir", str(cache_root / "text2reward" / "jax"))
+    jax.config.update("jax_compilation_cache_dir", str(cache_root() / "jax"))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 

@@ -12,6 +12,7 @@ import tempfile
 from dataclasses import replace
 from typing import Any
 
+from policies.algorithms import get_algorithm
 from policies.hyperparams import Hyperparams, load_hyperparams
 from policies.reward_program import SparseReward
 from policies.task_env import make_task_env
@@ -26,6 +27,10 @@ first update then fails with "negative dimensions are not allowed", naming no se
 `gradient_steps` is checked beside them (-1, "as many as steps collected", or at least 1)."""
 PROBE_BUFFER = 1000
 """A replay buffer is allocated whole by the constructor: the check builds it this small (its size's type still checked)."""
+OFF_POLICY_STORED = frozenset({"batch_size", "buffer_size", "learning_starts", "gradient_steps"})
+"""Sizes that SB3's and SBX's off-policy constructors only store (read in their sources: the buffer is built at the probe's
+size anyway): `check_sizes` is their whole check, so an off-policy `--hp` naming only these and `COUNTS` skips the
+throw-away build, which would cost a `t2r run` driver, which trains nothing itself, the import of SB3 and torch (and JAX)."""
 
 
 def _probe(params: Hyperparams) -> Hyperparams:
@@ -60,6 +65,8 @@ def check_override_values(task: Task, params: Hyperparams, overrides: dict[str, 
         if key in overrides and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
             raise ConfigError(f"--hp {key}={overrides[key]!r} must be a positive whole number")
     check_sizes(params.algo_kwargs, overrides)
+    if not get_algorithm(params.algo).on_policy and set(overrides) <= OFF_POLICY_STORED | set(COUNTS):
+        return
     try:
         _build(task, params)
     except Exception as exc:

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from policies.algorithms import algorithm_class, get_algorithm
+from policies.signatures import constructor_arguments
 from sim_envs.errors import ConfigError
 from sim_envs.registry import family_hyperparams_file
 
@@ -118,8 +119,7 @@ SET_BY_FLAGS = {"her": "--her / --no-her"}
 
 def constructor_keys(algo: str) -> list[str]:
     """The SB3 (or SBX) constructor's own arguments that a settings file or `--hp` may set for `algo`."""
-    constructor = inspect.signature(algorithm_class(algo).__init__).parameters
-    return sorted(name for name in constructor if name not in SET_BY_TRAINING)
+    return sorted(name for name in constructor_arguments(algo) if name not in SET_BY_TRAINING)
 
 
 def valid_override_keys(algo: str) -> list[str]:

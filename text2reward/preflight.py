@@ -22,8 +22,6 @@ from text2reward.errors import ConfigError
 def check_train_config(config: TrainConfig, device_here: bool = True) -> Task:
     """The task, the numbers, the device and every `--hp` key of one training job. `device_here=False`: the job
     trains on other machines (a Ray cluster), which have the GPUs it asks for, not this one."""
-    from policies.train import resolve_device  # SB3 and torch (~1.8 s): this module loads with every `t2r` command
-
     task = get_task(config.task_id)
     for name, flag in (("steps", "--steps"), ("eval_freq", "--eval-freq"), ("eval_episodes", "--eval-episodes"),
                        ("n_envs", "--hp n_envs")):
@@ -37,7 +35,9 @@ def check_train_config(config: TrainConfig, device_here: bool = True) -> Task:
     params = plan.params()
     if resolve_her(config.her, params.her, task, params.algo, config.reward in BUILT_IN_REWARDS, config.reward_mode):
         check_learning_starts(params.algo, params.algo_kwargs, task, plan.n_envs)
-    if device_here:
+    if device_here and plan.device.startswith("cuda"):  # `auto` and `cpu` cannot be refused: only a GPU asked for is looked for
+        from policies.train import resolve_device  # SB3 and torch (~1.8 s): a `t2r run` driver trains nothing itself
+
         resolve_device(plan.device, plan.algo)  # the library that will train must see the GPU
     check_override_values(task, params, config.overrides)  # values too, by the algorithm's own constructor
     return task

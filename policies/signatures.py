@@ -1,0 +1,63 @@
+"""The constructor arguments of each training algorithm, read once per installed library version and kept on disk.
+
+Why: every command that reads a family's settings checks their keys against the library's constructor, and reading a
+signature means importing SB3 and torch (and SBX and JAX for an SBX algorithm): ~3 s of a `t2r run` driver's start,
+although the driver trains nothing itself (its workers are forked from a server that has imported them). A signature is
+fixed by the library's version, so its names are read once per version and machine, and read back from the cache file;
+a file that does not read, or an entry of other versions, is read again from the library.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from importlib import metadata
+from pathlib import Path
+
+from policies.algorithms import algorithm_class, cache_root, get_algorithm
+from policies.io import write_json_atomic
+
+DISTRIBUTIONS = {"sb3": ("stable-baselines3",), "sbx": ("sbx-rl", "stable-baselines3", "jax")}
+"""The installed distributions whose versions fix an algorithm's constructor, by backend."""
+CACHE_FILE = "constructor-arguments.json"
+
+
+def constructor_arguments(algo: str) -> list[str]:
+    """The names of `algo`'s constructor arguments, in the library's order (`self` included)."""
+    key = _entry_key(algo)
+    path = cache_root() / CACHE_FILE
+    entries = _read(path)
+    cached = entries.get(key) if key is not None else None
+    if isinstance(cached, list) and cached and all(isinstance(name, str) for name in cached):
+        return list(cached)
+    names = list(inspect.signature(algorithm_class(algo).__init__).parameters)  # raises the one-line error of a missing SBX
+    if key is not None:
+        _write(path, {**entries, key: names})
+    return names
+
+
+def _entry_key(algo: str) -> str | None:
+    """`algo` and the versions of what defines it ("sbx-sac sbx-rl=0.28.0 stable-baselines3=2.9.2 jax=0.10.2"); None
+    where one is not installed (the library is imported then, and says what is missing)."""
+    try:
+        versions = [f"{name}={metadata.version(name)}" for name in DISTRIBUTIONS[get_algorithm(algo).backend]]
+    except metadata.PackageNotFoundError:
+        return None
+    return " ".join([algo, *versions])
+
+
+def _read(path: Path) -> dict[str, object]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write(path: Path, entries: dict[str, object]) -> None:
+    """Whole or not at all (another process may read it meanwhile); a cache that cannot be written is only slower."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, entries)
+    except OSError:
+        pass
