@@ -43,3 +43,13 @@ def test_the_registries_that_the_help_lists_are_complete_without_their_implement
     assert done.returncode == 0, done.stderr
     for name in ("heuristic", "openai", "file", "local", "ray", "keypoints", "potential", "progress"):
         assert name in done.stdout, name
+
+
+def test_importing_torch_after_the_commands_leaves_the_model_sdk_unloaded():
+    """PyTorch asks every module in `sys.modules` for its `__file__` as it imports (`inspect.getmodule`): a lazily
+    loaded OpenAI SDK registered there was loaded by it, ~1 s in every `t2r train`, `t2r evaluate` and fork server that
+    never asks a model. The SDK loads when a model is asked (the tests against the local OpenAI-protocol server)."""
+    code = "import sys, text2reward.cli, torch; print('openai' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

@@ -1,23 +1,27 @@
-"""A module imported when first used: the standard library's `importlib.util.LazyLoader`, for libraries whose import is
-slow and which many processes never use (the OpenAI SDK, ~1 s, in every `t2r` command that never asks a model)."""
+"""A library imported when first used, for libraries whose import is slow and which many processes never use (the
+OpenAI SDK, ~1 s, in every `t2r` command that never asks a model).
+
+Why a stand-in object and not the standard library's `importlib.util.LazyLoader`: a lazily loaded module sits in
+`sys.modules`, and `inspect.getmodule` (which PyTorch calls as it registers its operators at import) asks every module
+there `hasattr(module, "__file__")`, which loads it: every process that imported our settings and then torch (`t2r
+train`, `t2r evaluate`, the training fork server) paid the SDK's import. The stand-in is not a module in `sys.modules`,
+so only an attribute read through it imports the library.
+"""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from types import ModuleType
+import importlib
+from typing import Any
 
 
-def lazy_module(name: str) -> ModuleType:
-    """`name`, loaded on its first attribute access (an already imported module is returned as it is)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"no module named {name!r}")
-    loader = importlib.util.LazyLoader(spec.loader)
-    spec.loader = loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    loader.exec_module(module)
-    return module
+class LazyLibrary:
+    """`name`'s attributes, the library imported on the first one read (by the import system, so once per process)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(importlib.import_module(self._name), attribute)
+
+    def __repr__(self) -> str:
+        return f"<{self._name}, imported when first used>"

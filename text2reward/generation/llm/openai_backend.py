@@ -36,13 +36,13 @@ from urllib.parse import urlsplit
 from text2reward.errors import ConfigError
 from text2reward.generation.llm.base import ChatMessage, GenerationRequest, Reply
 from text2reward.generation.llm.errors import BackendError
-from text2reward.generation.llm.lazy import lazy_module
+from text2reward.generation.llm.lazy import LazyLibrary
 from text2reward.generation.llm.spec import BackendSettings, BackendSpec
 
 if TYPE_CHECKING:
     import openai
 else:
-    openai = lazy_module("openai")  # the SDK costs ~1 s to import: only a run (or a check) that talks to an endpoint loads it
+    openai = LazyLibrary("openai")  # the SDK costs ~1 s to import: only a run (or a check) that talks to an endpoint loads it
 log = logging.getLogger(__name__)
 
 LOCAL_PLACEHOLDER_KEY = "not-needed"
