@@ -17,6 +17,7 @@ from text2reward.cli import run_commands  # noqa: F401
 from text2reward.cli import tune_commands  # noqa: F401
 from text2reward.cli import keypoint_commands  # noqa: F401
 from text2reward.cli.shared import app
+from text2reward.process_exit import collect_once_at_exit
 
 __all__ = ["app", "main"]
 
@@ -27,6 +28,7 @@ THIRD_PARTY_NOISE = (
 
 
 def main() -> None:
+    collect_once_at_exit()
     for message in THIRD_PARTY_NOISE:
         warnings.filterwarnings("ignore", message=message)
     app()

@@ -31,6 +31,7 @@ from sim_envs import codec, get_task, load_task_file
 from sim_envs.errors import RewardProgramError, Text2RewardError
 from sim_envs.task import Task
 from text2reward.errors import ConfigError
+from text2reward.process_exit import collect_once_at_exit
 from text2reward.runs.records import Delivered, DoneRecord, FinalPolicy, PeakCheck, ResultFile, Video, read_result
 
 JOB_FILE = "job.json"
@@ -291,6 +292,7 @@ def execute(job: TrainJob) -> bool:
 
 
 def main(argv: list[str]) -> int:
+    collect_once_at_exit()
     job = read_job(json.loads(Path(argv[0]).read_text()), argv[0])
     return 0 if execute(job) else 1
 
