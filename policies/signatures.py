@@ -25,13 +25,16 @@ CACHE_FILE = "constructor-arguments.json"
 def constructor_arguments(algo: str) -> list[str]:
     """The names of `algo`'s constructor arguments, in the library's order (`self` included)."""
     key = _entry_key(algo)
-    path = cache_root() / CACHE_FILE
-    entries = _read(path)
+    try:
+        path: Path | None = cache_root() / CACHE_FILE
+    except RuntimeError:  # no home directory to keep a cache in: read the library every time
+        path = None
+    entries = _read(path) if path is not None else {}
     cached = entries.get(key) if key is not None else None
     if isinstance(cached, list) and cached and all(isinstance(name, str) for name in cached):
         return list(cached)
     names = list(inspect.signature(algorithm_class(algo).__init__).parameters)  # raises the one-line error of a missing SBX
-    if key is not None:
+    if key is not None and path is not None:
         _write(path, {**entries, key: names})
     return names
 
