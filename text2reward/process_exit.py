@@ -14,7 +14,8 @@ import gc
 
 
 def collect_once_at_exit() -> None:
-    """Registered first, this runs last of the exit handlers: after logging's and every library's own."""
+    """Called as the command starts: exit handlers run last-registered first, so this runs after those of every library
+    imported later (torch, JAX, SBX) and before logging's; what it freezes stays usable by the handlers after it."""
     atexit.register(_collect_then_freeze)
 
 
