@@ -60,7 +60,6 @@ def _read(path: Path) -> dict[str, object]:
 def _write(path: Path, entries: dict[str, object]) -> None:
     """Whole or not at all (another process may read it meanwhile); a cache that cannot be written is only slower."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(path, entries)
+        write_json_atomic(path, entries)  # makes the folder too
     except OSError:
         pass
