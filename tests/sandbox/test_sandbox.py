@@ -104,7 +104,8 @@ def test_expert_reach_reward_validates(reach, reach_states):
     assert report.ok, report.errors
     assert report.errors == []
     assert list(report.checks) == ["static", "runs", "output", "finite_total", "finite_components", "not_constant", "deterministic", "time_per_call"]
-    assert report.checks["time_per_call"]["mean_us"] > 0
+    timing = report.checks["time_per_call"]
+    assert timing["cpu_mean_us"] > 0 and timing["us_per_call"] == timing["cpu_mean_us"] + timing["blocked_median_us"]
     assert report.n_states == 200
     assert json.loads(json.dumps(codec.write(report)))["ok"] is True
 
@@ -113,6 +114,30 @@ def test_ant_reward_with_scipy_validates():
     task = get_task("ant/forward")
     report = validate(ANT_CODE, task, collect_states(task, n_random=60, n_scripted=0))
     assert report.ok, report.errors
+
+
+def test_a_parent_that_reads_replies_late_does_not_fail_a_fast_reward(reach_states, monkeypatch):
+    """This process, paused mid-validation (a collection of a big heap, a stolen virtual CPU: here it sleeps 0.2 s
+    while decoding 3 of 200 replies), leaves the reward idle for that long: on the mean of CPU + blocked that was
+    3 ms a call and failed a 50 us reward on a busy CI machine. Blocked time is judged on its median, CPU on its mean."""
+    import time
+
+    from text2reward.sandbox.validation import smoke_checks
+
+    decode, decoded = ReplyDecoder.decode, []
+
+    def late(self, raw):
+        decoded.append(1)
+        if len(decoded) in (50, 100, 150):
+            time.sleep(0.2)
+        return decode(self, raw)
+
+    monkeypatch.setattr(ReplyDecoder, "decode", late)
+    result = run_reward(REACH_CODE, reach_states, repeats=2)
+    assert result.ok, result.error
+    assert sum(cost.blocked for cost in result.seconds) >= 0.5  # the pauses were there, on the reward's side
+    timing = smoke_checks(result, Limits())["time_per_call"]
+    assert timing["ok"] is True and timing["us_per_call"] < 1000, timing
 
 
 # The jailed worker inherits the variables that select numeric kernels (OPENBLAS_CORETYPE...), so it

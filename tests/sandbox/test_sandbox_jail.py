@@ -701,7 +701,24 @@ def test_the_time_check_reads_the_kernel_not_the_child(samples):
     result = run_reward(code, samples[:20], limits, repeats=2)
     assert result.ok, result.error
     check = smoke_checks(result, limits)["time_per_call"]
-    assert check["ok"] is False and check["mean_us"] > limits.max_call_us, (cpu_seconds, check)
+    assert check["ok"] is False and check["cpu_mean_us"] > limits.max_call_us, (cpu_seconds, check)
+    assert "compute with vectorised numpy" in check["detail"]
+
+
+def test_a_reward_that_sleeps_every_call_fails_the_time_check_on_its_blocked_time(samples):
+    """Sleeping costs training as computing does: 5x the limit asleep on every call fails the check, named as a
+    sleep. (Sleeping can only overshoot; the median leaves room for a reply this process read late.)"""
+    from text2reward.sandbox.validation import smoke_checks
+
+    limits = Limits()
+    seconds = 5 * limits.max_call_us / 1e6
+    code = BASE_LINT_OFF + f"\n_sleep = lint_off()[1].__import__('time').sleep\n\n\ndef compute_dense_reward(self, action):\n" \
+                      f"    _sleep({seconds!r})\n    return float(self.robot.ee_position[0])\n"
+    result = run_reward(code, samples[:20], limits, repeats=2)
+    assert result.ok, result.error
+    check = smoke_checks(result, limits)["time_per_call"]
+    assert check["ok"] is False and check["blocked_median_us"] > limits.max_call_us, check
+    assert "never sleep or wait" in check["detail"]
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)

@@ -132,7 +132,7 @@ def test_a_reward_that_rewrites_its_command_line_still_fails_the_time_check(mech
             child.close()
     assert result.ok, result.error
     check = smoke_checks(result, limits)["time_per_call"]
-    assert check["ok"] is False and check["mean_us"] > limits.max_call_us, (cpu_seconds, check)
+    assert check["ok"] is False and check["cpu_mean_us"] > limits.max_call_us, (cpu_seconds, check)
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
@@ -169,7 +169,8 @@ def test_a_validation_with_no_clock_reading_is_not_a_pass(samples, monkeypatch):
     assert not result.ok and "could not read the reward process's CPU time" in str(result.error), result.error
     monkeypatch.undo()
     read = run_reward("def compute_dense_reward(self, action):\n    return float(self.robot.ee_position[0])\n", samples, Limits(), repeats=2)
-    assert smoke_checks(read, Limits())["time_per_call"]["ok"] is True
+    timing = smoke_checks(read, Limits())["time_per_call"]
+    assert timing["ok"] is True, timing
     read.seconds = read.seconds[:-1]  # one call the kernel could not account for
     check = smoke_checks(read, Limits())["time_per_call"]
     assert check["ok"] is False and "could not be read from the kernel for 1 of" in check["detail"]

@@ -31,17 +31,11 @@ thread's waits for a CPU can only shrink a call's blocked time, so skipping them
 any limit (2 ms in validation, 20 ms in training), and saves a /proc read on almost every call."""
 
 
-def _own_time(before: Reading | None, after: Reading | None, own_before: Reading | None, own: KernelClock | None,
-              wall: float, watch: CallWatch | None) -> float | None:
-    """The reward's own seconds in a call (CPU + blocked): the wall clock less the process's and this thread's waits
-    for a CPU and its stopped time; None where /proc could not say."""
-    split = _own_split(before, after, own_before, own, wall, watch)
-    return None if split is None else split[0] + split[1]
-
-
 def _own_split(before: Reading | None, after: Reading | None, own_before: Reading | None, own: KernelClock | None,
                wall: float, watch: CallWatch | None) -> tuple[float, float] | None:
-    """`_own_time` as (CPU, blocked) seconds: what a candidate's budgets over its training add up."""
+    """The reward's own seconds in a call, as (CPU, blocked): the wall clock less the process's and this thread's waits
+    for a CPU and its stopped time is CPU + blocked; None where /proc could not say. Kept apart because the CPU is
+    the kernel's exact count while blocked time is what is left of a wall clock, which a busy machine can inflate."""
     if before is None or after is None:
         return None
     cpu = after[0] - before[0]
@@ -198,9 +192,10 @@ class CallChannel:
         raise SandboxFailure("the reward process wrote replies it was not asked for (reward code must only compute "
                              "and return its value, never write to the process's pipes)")
 
-    def stream(self, frames: Sequence[bytes], limits: CallLimits, window: int = STREAM_WINDOW) -> Iterator[tuple[bytes, float | None]]:
+    def stream(self, frames: Sequence[bytes], limits: CallLimits,
+               window: int = STREAM_WINDOW) -> Iterator[tuple[bytes, tuple[float, float] | None]]:
         """Validation's calls, pipelined: up to `window` requests in flight, each reply judged as `exchange` judges one,
-        a call's share of the process's clocks being what it used between the previous reply and its own.
+        a call's share of the process's clocks (CPU, blocked) being what it used between the previous reply and its own.
 
         Why: a round trip costs ~100 us of wake-ups on these machines, so 400 lock-step calls (a validation) cost
         ~40 ms of waiting; queued requests let the process run them back to back. The process runs one call at a time
@@ -226,7 +221,7 @@ class CallChannel:
                 raise self._closed(str(exc) if "exceeds" in str(exc) else None) from None
             now = time.monotonic()
             after, own_now = clock.read() if clock else None, own.read() if own else None
-            yield reply, _own_time(before, after, own_before, own, now - started, watch)
+            yield reply, _own_split(before, after, own_before, own, now - started, watch)
             started, before, own_before = now, after, own_now
 
     def _write_call(self, data: bytes, deadline: float, in_flight: bool = False, limits: CallLimits | None = None) -> bool:

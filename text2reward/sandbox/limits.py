@@ -67,8 +67,10 @@ class Limits:
     open_files: int = 16
     """RLIMIT_NOFILE once untrusted code runs (the jail lets it open no file anyway)."""
     max_call_us: float = 2000.0
-    """Validation fails when the reward's own time per call, on average over a pass, is longer: at ~1,000-2,000 env steps/s
-    (measured: see benchmarks/RESULTS.md), a 2 ms reward would halve training throughput. Typical numpy rewards take ~8 us."""
+    """Validation fails when the reward's own time per call is longer (its CPU on average over a pass plus its median
+    blocked time: validation.smoke_checks): at ~1,000-2,000 env steps/s (measured: see benchmarks/RESULTS.md), a 2 ms
+    reward would halve training throughput. Typical numpy rewards take ~8 us of compute; validation measures ~40-70 us
+    a call, the view's decoding and the reply's transfer included."""
     isolation: str = "auto"
     """"auto": the first jail whose self-test passes here (bubblewrap, then Landlock + seccomp);
     "bubblewrap" or "landlock": that one or refuse. No setting runs model code without a jail."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import gc
 import os
 import select
 import signal
@@ -29,7 +30,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -53,14 +54,30 @@ from text2reward.sandbox.wire import ViewEncoder
 Output = tuple[float, dict[str, float]]
 
 
+class CallCost(NamedTuple):
+    """One validation call's cost to a run, in seconds, kept in its two kinds because they differ in trust."""
+
+    cpu: float
+    """The reward process's CPU time (the kernel's exact count of it) plus this process's CPU time decoding its reply.
+    A busy machine barely moves it."""
+    blocked: float
+    """Neither computing nor waiting for a CPU: a sleep or a wait of the reward's, but also whatever of the wall clock
+    the kernel's clocks could not place (the machine's stolen time, this process reading the reply late), so a busy
+    machine can inflate it on some calls."""
+
+    @property
+    def own(self) -> float:
+        return self.cpu + self.blocked
+
+
 @dataclass
 class RunResult:
     """What came back: per-sample outputs for each pass over the samples, or the error that stopped it."""
 
     passes: list[list[Output]] = field(default_factory=list)
-    seconds: list[float] = field(default_factory=list)
-    """The reward's own seconds per call in the first pass (CPU + blocked, from the kernel's clocks of the child,
-    read by the parent: load and waiting for a CPU do not count)."""
+    seconds: list[CallCost] = field(default_factory=list)
+    """The reward's own time per call in the first pass (CPU and blocked, from the kernel's clocks of the child, read
+    by the parent: load and waiting for a CPU do not count)."""
     error: str | None = None
     """Feedback text: the trimmed traceback, or why the process was stopped."""
     error_kind: str | None = None
@@ -136,25 +153,31 @@ def _drive(child: ValidationChild, samples: list[tuple[Any, np.ndarray]], module
             raise SandboxFailure("the reward process sent a malformed reply")
         encoder, decoder = ViewEncoder(modules), ReplyDecoder()
         no_clock: int | None = None  # the first call with no kernel clock reading: fails the run unless a cause comes first
-        for repeat in range(repeats):
-            outputs: list[Output] = []
-            frames = [encoder.encode(view, np.asarray(action)) for view, action in samples]  # schemas in the first pass only
-            for index, (raw, own) in enumerate(child.calls.stream(frames, calls)):
-                parsing = time.perf_counter()
-                reply = decoder.decode(raw)
-                parsing = time.perf_counter() - parsing  # this process's time on the reply is the candidate's too
-                if isinstance(reply, dict):
-                    kind = reply.get("kind")
-                    result.error, result.failed_index = clean_text(reply["error"]), index
-                    result.error_kind = kind if kind in ("exception", "output") else "exception"
-                    return
-                outputs.append(reply)
-                if repeat == 0:
-                    if own is None:  # no verdict on time without the kernel's clocks: never a pass (below), unless a
-                        no_clock = index if no_clock is None else no_clock  # later call says why (the child had exited)
-                        continue
-                    result.seconds.append(own + parsing)
-            result.passes.append(outputs)
+        collecting = gc.isenabled()
+        gc.disable()  # as timeit does: a collection of this process's heap (seconds in a big one) is no reward's time
+        try:
+            for repeat in range(repeats):
+                outputs: list[Output] = []
+                frames = [encoder.encode(view, np.asarray(action)) for view, action in samples]  # schemas in pass 1 only
+                for index, (raw, split) in enumerate(child.calls.stream(frames, calls)):
+                    parsing = time.thread_time()
+                    reply = decoder.decode(raw)
+                    parsing = time.thread_time() - parsing  # this process's CPU on the reply is the candidate's too
+                    if isinstance(reply, dict):
+                        kind = reply.get("kind")
+                        result.error, result.failed_index = clean_text(reply["error"]), index
+                        result.error_kind = kind if kind in ("exception", "output") else "exception"
+                        return
+                    outputs.append(reply)
+                    if repeat == 0:
+                        if split is None:  # no verdict on time without the kernel's clocks: never a pass (below),
+                            no_clock = index if no_clock is None else no_clock  # unless a later call says why
+                            continue
+                        result.seconds.append(CallCost(split[0] + parsing, split[1]))
+                result.passes.append(outputs)
+        finally:
+            if collecting:
+                gc.enable()
         if no_clock is not None:
             result.error, result.error_kind, result.failed_index = NO_CLOCK, "process", no_clock
     except CallStopped as exc:
