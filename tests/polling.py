@@ -10,11 +10,12 @@ T = TypeVar("T")
 
 
 def wait_for(predicate: Callable[[], T], timeout: float, what: str) -> T:
-    """Poll `predicate` every 0.2 s until it returns something truthy, and return that; fail after `timeout` s."""
+    """Poll `predicate` every 0.05 s until it returns something truthy, and return that; fail after `timeout` s.
+    Often: what the tests wait for is often a moment in a short job (a worker started, not yet done)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(0.2)
+        time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")

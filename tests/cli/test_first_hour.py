@@ -36,7 +36,7 @@ def killed_run(tmp_path_factory) -> RunStore:
          "--samples", "1", "--steps", "100000", "--no-screen", "--runs-dir", str(runs)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        root = wait_for(lambda: next(iter(runs.glob("*/rounds/r0/s0/training/worker.pid")), None), 120, "training to start")
+        root = wait_for(lambda: next(iter(runs.glob("*/rounds/r0/s0/training/worker.pid")), None), 300, "training to start")  # a bound against a hang only
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
     finally:

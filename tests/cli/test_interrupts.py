@@ -111,7 +111,8 @@ def test_a_run_killed_outright_shows_the_time_it_ran(tmp_path):
     """SIGKILL leaves no chance to record anything: `t2r runs show` and `t2r runs` count the killed attempt's time from
     its lock (its start to its last heartbeat), instead of "interrupted, 0 s"."""
     runs = tmp_path / "runs"
-    process = subprocess.Popen(command("run", "--task", "fetch/reach", "--rounds", "1", "--samples", "1", "--steps", "400",
+    # a budget it never reaches: killed after its first heartbeat (5 s in), whatever the CPU's speed
+    process = subprocess.Popen(command("run", "--task", "fetch/reach", "--rounds", "1", "--samples", "1", "--steps", "100000",
                                        "--eval-freq", "100", "--eval-episodes", "1", "--final-seeds", "0", "--no-video", *SMALL_SAC,
                                        "--runs-dir", str(runs)),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)

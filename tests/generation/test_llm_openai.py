@@ -235,10 +235,11 @@ def test_unreachable_endpoint_gives_error_replies():
 def test_test_server_lists_models_and_stops_itself_after_its_lifetime():
     import openai
 
-    server = OpenAITestServer(models=["m1", "m2"], lifetime=0.3).start()
-    url = server.base_url
-    client = openai.OpenAI(base_url=url, api_key="k", max_retries=0, timeout=5.0)
-    assert [m.id for m in client.models.list()] == ["m1", "m2"]
-    assert server.wait_stopped(timeout=10.0)
+    with OpenAITestServer(models=["m1", "m2"]) as server:  # the listing, with the default lifetime: no race with it
+        client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0, timeout=5.0)
+        assert [m.id for m in client.models.list()] == ["m1", "m2"]
+    short = OpenAITestServer(models=["m1"], lifetime=0.3).start()  # asked nothing: it stops by itself
+    client = openai.OpenAI(base_url=short.base_url, api_key="k", max_retries=0, timeout=5.0)
+    assert short.wait_stopped(timeout=10.0)
     with pytest.raises(openai.APIConnectionError):
         client.models.list()

@@ -111,10 +111,10 @@ def test_a_fenced_answer_is_read_in_linear_time():
     """A vision model's reply is read before any jail: a fence then blank lines (quadratic before: 8,000 lines took
     0.6 s of CPU, 150,000 about three minutes) costs this process well under a second of its own CPU."""
     for reply in ("```" + "\n" * 150_000 + "x", "```" + " \n" * 150_000 + "x```"):
-        start = time.process_time()
+        start = time.thread_time()
         with pytest.raises(KeypointReplyError):
             parse_answer(reply, 480, 480, ANCHORS, wants_grasp=True)
-        assert time.process_time() - start < 1.0
+        assert time.thread_time() - start < 1.0
     for fenced in ("```\n{}\n```", "```JSON  \n\n{}```"):
         answer = fenced.format(json.dumps(GOOD_ANSWER))
         assert [p.name for p in parse_answer(answer, 480, 480, ANCHORS, wants_grasp=True).points] == ["grasp", "waypoint_1", "target"]

@@ -123,7 +123,9 @@ def test_a_busy_loop_is_stopped_for_its_cpu_time(view):
     assert type(caught.value) is RewardProgramError and caught.value.cause == "reward"
     assert "failed at call 3: one reward call used" in str(caught.value) and "ms of CPU time, over the 50 ms limit" in str(caught.value)
     cpu_ms = float(caught.value.numbers.split("CPU ")[1].split(" ms")[0].replace(",", ""))
-    assert 50 < cpu_ms < 50 + 1000 * 0.02 * 4  # within a few polls of the limit, whatever the load
+    # stopped per call, near the limit (a poll is 20 ms; this process may itself wait for a CPU or have its virtual
+    # CPU stolen meanwhile, so a generous bound), not by the process's CPU rlimit of two hours
+    assert 50 < cpu_ms < 1000
     assert time.monotonic() - started < Limits().call_wall_seconds
 
 
@@ -140,14 +142,14 @@ def test_a_sleep_is_stopped_for_its_blocked_time(view):
 def test_a_stopped_worker_is_not_the_rewards_fault_and_the_backstop_ends_the_wait(view):
     """A hang that is neither computing nor blocking (a worker frozen from outside): only the wall backstop
     stops it, and the failure says the machine did it, so the model is told nothing false."""
-    reward = SandboxedReward(PLAIN, "frozen", Limits(call_wall_seconds=1.5))
+    reward = SandboxedReward(PLAIN, "frozen", Limits(call_wall_seconds=3.0))  # warm-up calls far inside it, loaded
     call(reward, view, 3)
     os.kill(reward._worker.python_pid, signal.SIGSTOP)
     with pytest.raises(RewardStoppedByMachine) as caught:
         call(reward, view)
     assert caught.value.cause == "machine"
     assert "kept from running" in str(caught.value) and "sleep" not in str(caught.value)
-    assert "wall backstop 1.5 s" in caught.value.numbers and "stopped" in caught.value.numbers
+    assert "wall backstop 3 s" in caught.value.numbers and "stopped" in caught.value.numbers
 
 
 def test_a_worker_stopped_longer_than_every_per_call_limit_then_continued_is_not_failed(view):
@@ -156,9 +158,9 @@ def test_a_worker_stopped_longer_than_every_per_call_limit_then_continued_is_not
     reward = SandboxedReward(PLAIN, "starved")
     expected = call(reward, view, 3)
     pid = reward._worker.python_pid
+    started = time.monotonic()  # before the timer: the call below then waits 1.5 s at least, however late it starts
     os.kill(pid, signal.SIGSTOP)
     threading.Timer(1.5, os.kill, (pid, signal.SIGCONT)).start()
-    started = time.monotonic()
     assert call(reward, view) == expected
     assert time.monotonic() - started >= 1.4
     assert call(reward, view, 300) == expected  # and every call after it

@@ -83,7 +83,8 @@ def call(sandboxed: SandboxedReward, samples, times: int) -> None:
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_names_that_are_our_own_keys_are_ordinary_names(mechanism, samples):
     code = reward("{" + ", ".join(f"{name!r}: -d * {i + 1}" for i, name in enumerate(HOSTILE_NAMES)) + "}")
-    report = validate(code, get_task("fetch/reach"), samples, jailed(mechanism))
+    # 21 calls: a process's first call costs ~1.5 ms of CPU, which 3 calls alone would average close to the 2 ms check
+    report = validate(code, get_task("fetch/reach"), samples * 7, jailed(mechanism))
     assert report.ok, report.errors
     assert report.component_names == sorted(HOSTILE_NAMES)
     with SandboxedReward(code, "hostile", jailed(mechanism), names=report.component_names) as sandboxed:

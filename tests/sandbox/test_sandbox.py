@@ -194,7 +194,10 @@ def test_worker_keeps_the_numeric_kernel_variables(monkeypatch):
     ],
 )
 def test_each_check_fails_when_it_should(name, code, check, reach, reach_states):
-    report = validate(code, reach, reach_states[::10])
+    # the slow loop costs ~20-33 ms of CPU a call: far over validation's 2 ms, and kept far under the per-call stop
+    # (50 ms by default, which would fail `runs` instead) on any CPU up to ~30x slower
+    limits = Limits(call_cpu_seconds=1.0) if name == "slow" else None
+    report = validate(code, reach, reach_states[::10], limits=limits)
     assert not report.ok
     assert check in failed(report)
     assert report.errors and report.checks[check]["detail"] in report.errors

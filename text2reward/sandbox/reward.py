@@ -79,9 +79,9 @@ class SandboxedReward:
         data = encoder.encode(view, np.asarray(action))
         try:
             raw, own = worker.exchange(data, self.call_limits)
-            parsing = time.perf_counter()
+            parsing = time.thread_time()
             reply = replies.decode(raw)
-            parsing = time.perf_counter() - parsing  # this process's time on the reply: the candidate's
+            parsing = time.thread_time() - parsing  # this process's CPU on the reply: the candidate's (its waits are not)
         except CallStopped as exc:
             self._fail(f"reward program '{self.name}' failed at call {self._calls + 1}: {exc}", exc.numbers(), exc.by_machine)
         except SandboxFailure as exc:
