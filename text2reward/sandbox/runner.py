@@ -65,10 +65,6 @@ class CallCost(NamedTuple):
     the kernel's clocks could not place (the machine's stolen time, this process reading the reply late), so a busy
     machine can inflate it on some calls."""
 
-    @property
-    def own(self) -> float:
-        return self.cpu + self.blocked
-
 
 @dataclass
 class RunResult:

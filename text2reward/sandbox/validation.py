@@ -94,8 +94,10 @@ def smoke_checks(result: RunResult, limits: Limits) -> dict[str, dict[str, Any]]
     # (the kernel counts it; calls are pipelined, calls.CallChannel.stream, so one call's share may hold a moment of
     # its neighbour's, which leaves the sum whole). Blocked time is what is left of a wall clock: on a busy machine
     # the stolen time of a virtual CPU, or this process reading a reply late, lands on a few calls, so it is judged
-    # on its median, robust to those, as training's windowed median is. A reward that sleeps on a minority of calls
-    # passes here and meets training's blocked budget (Limits.total_blocked_seconds).
+    # on its median, robust to those, as training's windowed median is. (A late read also lumps the next calls' shares
+    # into its own, which biases the median low: a reward asleep on every call hides only behind stalls longer than its
+    # sleep on half its calls.) A reward that sleeps on a minority of calls passes here and meets training's blocked
+    # budget (Limits.total_blocked_seconds).
     if len(result.seconds) != len(result.outputs) or not result.seconds:  # no kernel reading for some call: no verdict
         checks["time_per_call"] = _check(False, f"the time per call could not be read from the kernel for "
                                                 f"{len(result.outputs) - len(result.seconds)} of {len(result.outputs)} calls, so it "
