@@ -11,7 +11,7 @@ T = TypeVar("T")
 
 def wait_for(predicate: Callable[[], T], timeout: float, what: str) -> T:
     """Poll `predicate` every 0.05 s until it returns something truthy, and return that; fail after `timeout` s.
-    Often: what the tests wait for is often a moment in a short job (a worker started, not yet done)."""
+    Often, because what a test waits for is often a moment in a short job (a worker started and not yet done)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()

@@ -28,6 +28,8 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -123,11 +125,25 @@ def run_reward(code: str, samples: list[tuple[Any, np.ndarray]], limits: Limits 
             result.error, result.error_kind = f"the sandbox failed: {exc}", "process"
         else:
             try:
-                _drive(child, samples, modules, repeats, limits, result)
+                with _collector_paused():
+                    _drive(child, samples, modules, repeats, limits, result)
             finally:
                 child.close()  # its end is reported later, read with the next request: its exit overlaps other work
     result.wall_seconds = time.monotonic() - started
     return result
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No garbage collection in this process while it times a child's calls, as `timeit` does: a collection of a big
+    heap (seconds) leaves the reward idle on its pipe, and that wait would be charged to its blocked time."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _drive(child: ValidationChild, samples: list[tuple[Any, np.ndarray]], modules: list[str], repeats: int, limits: Limits,
@@ -149,31 +165,25 @@ def _drive(child: ValidationChild, samples: list[tuple[Any, np.ndarray]], module
             raise SandboxFailure("the reward process sent a malformed reply")
         encoder, decoder = ViewEncoder(modules), ReplyDecoder()
         no_clock: int | None = None  # the first call with no kernel clock reading: fails the run unless a cause comes first
-        collecting = gc.isenabled()
-        gc.disable()  # as timeit does: a collection of this process's heap (seconds in a big one) is no reward's time
-        try:
-            for repeat in range(repeats):
-                outputs: list[Output] = []
-                frames = [encoder.encode(view, np.asarray(action)) for view, action in samples]  # schemas in pass 1 only
-                for index, (raw, split) in enumerate(child.calls.stream(frames, calls)):
-                    parsing = time.thread_time()
-                    reply = decoder.decode(raw)
-                    parsing = time.thread_time() - parsing  # this process's CPU on the reply is the candidate's too
-                    if isinstance(reply, dict):
-                        kind = reply.get("kind")
-                        result.error, result.failed_index = clean_text(reply["error"]), index
-                        result.error_kind = kind if kind in ("exception", "output") else "exception"
-                        return
-                    outputs.append(reply)
-                    if repeat == 0:
-                        if split is None:  # no verdict on time without the kernel's clocks: never a pass (below),
-                            no_clock = index if no_clock is None else no_clock  # unless a later call says why
-                            continue
-                        result.seconds.append(CallCost(split[0] + parsing, split[1]))
-                result.passes.append(outputs)
-        finally:
-            if collecting:
-                gc.enable()
+        for repeat in range(repeats):
+            outputs: list[Output] = []
+            frames = [encoder.encode(view, np.asarray(action)) for view, action in samples]  # schemas in the first pass only
+            for index, (raw, split) in enumerate(child.calls.stream(frames, calls)):
+                parsing = time.thread_time()
+                reply = decoder.decode(raw)
+                parsing = time.thread_time() - parsing  # this process's CPU on the reply is the candidate's too
+                if isinstance(reply, dict):
+                    kind = reply.get("kind")
+                    result.error, result.failed_index = clean_text(reply["error"]), index
+                    result.error_kind = kind if kind in ("exception", "output") else "exception"
+                    return
+                outputs.append(reply)
+                if repeat == 0:
+                    if split is None:  # no verdict on time without the kernel's clocks: never a pass (below), unless a
+                        no_clock = index if no_clock is None else no_clock  # later call says why (the child had exited)
+                        continue
+                    result.seconds.append(CallCost(split[0] + parsing, split[1]))
+            result.passes.append(outputs)
         if no_clock is not None:
             result.error, result.error_kind, result.failed_index = NO_CLOCK, "process", no_clock
     except CallStopped as exc:
