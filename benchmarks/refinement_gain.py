@@ -19,10 +19,13 @@ with its 95% interval over the held-out seeds; for the heuristic runs, each stop
 (a stop is wrong when the stopped one's 5-seed mean is above its leader's) and the steps the stops saved.
 
 Every training writes its folder under --out and is reused when its result.json exists, so an interrupted benchmark
-resumes where it stopped.
+resumes where it stopped. `--record` merges the loop statistic's agreement per task, budget and seed count into the
+file the product cites in its reports (text2reward/runs/pick_agreement.json; text2reward/runs/pick_worth.py): a
+(source, task, steps, seeds) measured again replaces the one before.
 
     python benchmarks/refinement_gain.py                                      # 6 tasks: hours on 2 cores
     python benchmarks/refinement_gain.py --tasks metaworld/drawer-close-v3 --sources pairs --steps 6000
+    python benchmarks/refinement_gain.py --sources pairs --steps 5000 --record   # the product's cited figures
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ from timing import parse_steps
 from policies.checkpoint import checkpoint_path
 from policies.score import score_of
 from policies.stats import Rate
+from sim_envs import codec
+from text2reward.runs.pick_worth import SHIPPED, Agreement, AgreementFile
 from text2reward.runs.records import ResultFile, read
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,6 +95,7 @@ class Decision:
     beyond_noise: bool
     p_value: float
     cost_seeds: int
+    steps: int
     means: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -179,10 +185,10 @@ def pair_decisions(task: str, steps: int, args: argparse.Namespace, pool: Thread
     decisions = []
     seeds_of = {r.label: [results[r.label, s] for s in loop_seeds] for r in rewards}
     pick = max(seeds_of, key=lambda label: before_key(seeds_of[label]))
-    decisions.append(Decision(task, "pairs", "r1 vs r0", "before: 1 seed, success then return", pick, best, beyond, p, 1, means))
+    decisions.append(Decision(task, "pairs", "r1 vs r0", "before: 1 seed, success then return", pick, best, beyond, p, 1, steps, means))
     for s in range(1, args.max_seeds + 1):
         pick = max(seeds_of, key=lambda label: loop_key(seeds_of[label][:s]))
-        decisions.append(Decision(task, "pairs", "r1 vs r0", f"after: {s} seed(s), loop statistic", pick, best, beyond, p, s, means))
+        decisions.append(Decision(task, "pairs", "r1 vs r0", f"after: {s} seed(s), loop statistic", pick, best, beyond, p, s, steps, means))
     gain = gain_interval(truth["expert rewrite"], truth["draft"])
     return decisions, gain
 
@@ -217,7 +223,7 @@ def heuristic_decisions(task: str, steps: int, args: argparse.Namespace, pool: T
         best, beyond, p = truth_decision({c.id: truth[c.id] for c in members})
         picks[what] = chosen.id if chosen else "-"
         decisions.append(Decision(task, "heuristic", what, f"loop as run, {args.candidate_seeds} seed(s)", picks[what], best, beyond, p,
-                                  args.candidate_seeds, {c.id: means[c.id] for c in members}))
+                                  args.candidate_seeds, steps, {c.id: means[c.id] for c in members}))
     gain = (gain_interval(truth[picks["best so far"]], truth[picks["round 0"]])
             if "best so far" in picks and "round 0" in picks else (float("nan"),) * 3)
     stops = []
@@ -256,6 +262,25 @@ def agreement(decisions: Sequence[Decision], rule: str) -> str:
             + (f" ({agree_beyond / len(beyond):.0%})" if beyond else "") + f"; {sum(d.agrees for d in mine)}/{len(mine)} in all")
 
 
+def record(decisions: Sequence[Decision], path: Path) -> None:
+    """Merge the loop statistic's agreement (not the old rule's) per (source, task, steps, seeds) into `path`."""
+    current = [d for d in decisions if not d.rule.startswith("before")]
+    keys = dict.fromkeys((d.source, d.task, d.steps, d.cost_seeds) for d in current)
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    fresh = []
+    for source, task, steps, seeds in keys:
+        mine = [d for d in current if (d.source, d.task, d.steps, d.cost_seeds) == (source, task, steps, seeds)]
+        beyond = [d for d in mine if d.beyond_noise]
+        fresh.append(Agreement(source=source, task=task, steps=steps, seeds=seeds, decisions=len(mine),
+                               agreed=sum(d.agrees for d in mine), beyond_noise=len(beyond),
+                               agreed_beyond_noise=sum(d.agrees for d in beyond), recorded=today))
+    old = codec.read(AgreementFile, json.loads(path.read_text()), str(path)).measurements if path.is_file() else []
+    kept = [a for a in old if (a.source, a.task, a.steps, a.seeds) not in keys]
+    merged = sorted([*kept, *fresh], key=lambda a: (a.steps, a.seeds, a.source, a.task))
+    path.write_text(json.dumps(codec.write(AgreementFile(merged)), indent=1) + "\n")
+    print(f"\nrecorded {len(fresh)} measurement(s) in {path} ({len(merged)} in all)")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", default=DEFAULT_TASKS)
@@ -267,6 +292,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=2, help="trainings at a time (default 2)")
     parser.add_argument("--hp", nargs="*", default=[], metavar="KEY=VALUE", help="hyper-parameter overrides for every training")
     parser.add_argument("--out", type=Path, default=Path("out/refinement_gain"))
+    parser.add_argument("--record", nargs="?", type=Path, const=SHIPPED, default=None, metavar="FILE",
+                        help=f"merge the agreement into FILE (default {SHIPPED.relative_to(ROOT)}, what reports cite)")
     args = parser.parse_args(argv)
     budgets = parse_steps(args.steps, dict.fromkeys(args.tasks, 20_000))
     print(f"# {len(budgets)} task(s), sources {', '.join(args.sources)}; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}", flush=True)
@@ -307,6 +334,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\nEarly stops against their leaders: {wrong} of {len(stops)} wrong; they saved "
               f"{sum(s.budget - s.trained for s in stops):,} of the heuristic rounds' {budgeted:,} budgeted steps\n"
               + "\n".join(f"- {s.text()}" for s in stops))
+    if args.record is not None:
+        record(decisions, args.record)
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
 
 

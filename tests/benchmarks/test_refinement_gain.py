@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from pathlib import Path
 
 import pytest
 
 from policies.stats import Rate
+from sim_envs import codec
+from text2reward.runs.pick_worth import AgreementFile, measured
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -59,3 +62,24 @@ def test_every_default_task_ships_its_pair(bench):
         assert draft.code.exists() and expert.code.exists() and draft.round == 0 and expert.round == 1
     with pytest.raises(SystemExit, match="no shipped pair"):
         bench.pair_rewards("metaworld/assembly-v3")
+
+
+def decision(bench, task: str, seeds: int, agrees: bool, beyond: bool, rule: str | None = None):
+    return bench.Decision(task, "pairs", "r1 vs r0", rule or f"after: {seeds} seed(s), loop statistic", "draft",
+                          "draft" if agrees else "expert rewrite", beyond, 0.01 if beyond else 0.5, seeds, 5000)
+
+
+def test_record_merges_the_loop_statistics_agreement_per_task_budget_and_seeds(bench, tmp_path):
+    """What reports cite: a (source, task, steps, seeds) measured again replaces its entry, others are kept, and the
+    rule from before seed-aware scores is never recorded."""
+    path = tmp_path / "pick_agreement.json"
+    bench.record([decision(bench, "metaworld/reach-v3", 1, agrees=False, beyond=True),
+                  decision(bench, "metaworld/reach-v3", 1, agrees=True, beyond=False, rule="before: 1 seed, success then return"),
+                  decision(bench, "metaworld/drawer-close-v3", 1, agrees=True, beyond=False),
+                  decision(bench, "metaworld/reach-v3", 2, agrees=True, beyond=True)], path)
+    bench.record([decision(bench, "metaworld/reach-v3", 1, agrees=True, beyond=True)], path)  # reach measured again
+    entries = codec.read(AgreementFile, json.loads(path.read_text()), str(path)).measurements
+    assert sorted((a.task, a.seeds, a.agreed, a.beyond_noise) for a in entries) == [
+        ("metaworld/drawer-close-v3", 1, 1, 0), ("metaworld/reach-v3", 1, 1, 1), ("metaworld/reach-v3", 2, 1, 1)]
+    one = measured(1, 5000, tuple(entries))
+    assert (one.tasks, one.decisions, one.agreed, one.beyond_noise, one.agreed_beyond_noise) == (2, 2, 2, 1, 1)

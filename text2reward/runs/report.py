@@ -28,6 +28,7 @@ from text2reward.runs.keypoint_record import (
     format_world,
     read_keypoint_record,
 )
+from text2reward.runs.pick_worth import pick_worth_lines
 from text2reward.runs.ranking import best_candidate
 from text2reward.runs.records import Candidate, FinalSummary, RoundPrompt, RunHeader, TrainingSummary, read, short_reason
 from text2reward.runs.seed_scores import seed_spread
@@ -258,8 +259,9 @@ def candidate_rows(candidates: list[Candidate]) -> list[str]:
     return lines
 
 
-def best_section(store: RunStore, best: Candidate) -> list[str]:
-    """The best reward: its code, who wrote it, its components, video, what the policy did, a vision model's reading."""
+def best_section(store: RunStore, best: Candidate, candidates: list[Candidate], steps: int | None) -> list[str]:
+    """The best reward: its code, who wrote it, how sure the pick is, its components, video, what the policy did, a
+    vision model's reading."""
     components = _plot_components(store, best)
     code = store.read_text(best.code_file) if best.code_file else ""
     success = _final_success(best.training) if best.training is not None else f"{best.success:.2f}"
@@ -269,6 +271,9 @@ def best_section(store: RunStore, best: Candidate) -> list[str]:
     spread = seed_spread(best)
     if spread is not None:
         lines.append(f"Over {len(best.seeds)} training seeds: {spread.text()}.\n")
+    worth = pick_worth_lines(best, candidates, steps)
+    if worth:
+        lines += ["How sure this pick is:", "", *worth, ""]
     lines += markdown_block(code, "python")
     if components:
         lines += ["", f"![reward components]({components.name})"]
@@ -327,7 +332,7 @@ def write_report(store: RunStore, status: RunStatus | None = None, reason: str |
     if curves:
         lines += ["", "## Learning curves", "", f"![success rate]({curves.name})"]
     if best is not None:
-        lines += best_section(store, best)
+        lines += best_section(store, best, candidates, header.steps or (best.training.steps if best.training else None))
     lines += final_section(store, final)
     store.write_text(layout.REPORT, visible("\n".join(lines)) + "\n")  # no control character raw, whatever a line holds
     return store.paths.report

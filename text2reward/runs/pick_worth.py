@@ -1,0 +1,127 @@
+"""What a run's pick is worth: who is within the best's noise, and how often a pick on S training seeds agreed with a
+5-seed re-training when it was measured.
+
+Why: a pick is one training seed's draw per candidate unless `--candidate-seeds` says more, and the same reward moves
+by more between seeds than most differences the loop acts on (soccer-v3: 0.30, 0.00 and 0.03 on three seeds). A user
+who reads "best: r1-s0" should also read whether it stood apart from the others, and what such a pick has been worth
+on tasks where the truth was measured, before building on it or paying for more seeds.
+
+The measured figures are `pick_agreement.json` beside this module, written by `benchmarks/refinement_gain.py
+--record`: never edited by hand, and cited with their budget, task count and both denominators (every decision, and
+those where the 5-seed difference was beyond noise).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from sim_envs import codec
+from text2reward.runs.ranking import TIE_BREAK, rank, tied_with_best
+from text2reward.runs.records import Candidate
+
+SHIPPED = Path(__file__).with_name("pick_agreement.json")
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """One task's measured picks on `seeds` training seeds per candidate at a budget, against the 5-seed truth."""
+
+    source: str
+    """"pairs" (a shipped draft against its expert rewrite) or "heuristic" (the heuristic backend's rounds as run)."""
+    task: str
+    steps: int
+    seeds: int
+    decisions: int
+    agreed: int
+    beyond_noise: int
+    """Decisions whose 5-seed difference was beyond noise (Welch p < 0.05): the only ones where a pick can be wrong
+    for certain."""
+    agreed_beyond_noise: int
+    recorded: str
+    """The day the benchmark computed it (YYYY-MM-DD; its trainings may be older, and are reused when run again)."""
+
+
+@dataclass(frozen=True)
+class AgreementFile:
+    """pick_agreement.json."""
+
+    measurements: list[Agreement] = field(default_factory=list)
+
+
+@cache
+def shipped_agreements() -> tuple[Agreement, ...]:
+    """The shipped measurements (none when the file is missing: an install without package data)."""
+    if not SHIPPED.is_file():
+        return ()
+    return tuple(codec.read(AgreementFile, json.loads(SHIPPED.read_text()), str(SHIPPED)).measurements)
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """The measurements at one budget and seed count, summed over their tasks and sources."""
+
+    steps: int
+    seeds: int
+    tasks: int
+    decisions: int
+    agreed: int
+    beyond_noise: int
+    agreed_beyond_noise: int
+
+    def text(self) -> str:
+        beyond = (f"{self.agreed_beyond_noise} of {self.beyond_noise} where the 5-seed difference was beyond noise"
+                  if self.beyond_noise else "none of them beyond noise")
+        return f"{self.agreed} of {self.decisions} decisions ({beyond})"
+
+
+def measured(seeds: int, steps: int | None, agreements: tuple[Agreement, ...] | None = None) -> Pooled | None:
+    """The measurements for picks on `seeds` seeds at the budget nearest `steps` (by ratio; the largest when the run's
+    budget is unknown), summed over tasks and sources; None when that seed count was never measured."""
+    found = [a for a in (shipped_agreements() if agreements is None else agreements) if a.seeds == seeds]
+    if not found:
+        return None
+    budgets = {a.steps for a in found}
+    budget = max(budgets) if not steps else min(budgets, key=lambda b: (abs(math.log(b / steps)), -b))
+    chosen = [a for a in found if a.steps == budget]
+    return Pooled(steps=budget, seeds=seeds, tasks=len({a.task for a in chosen}),
+                  decisions=sum(a.decisions for a in chosen), agreed=sum(a.agreed for a in chosen),
+                  beyond_noise=sum(a.beyond_noise for a in chosen), agreed_beyond_noise=sum(a.agreed_beyond_noise for a in chosen))
+
+
+def seeds_of(candidate: Candidate) -> int:
+    """The training seeds a candidate's figures pool (1 unless `--candidate-seeds` trained more)."""
+    return max(1, sum(s.training is not None for s in candidate.seeds))
+
+
+def pick_worth_lines(best: Candidate, candidates: list[Candidate], steps: int | None,
+                     agreements: tuple[Agreement, ...] | None = None) -> list[str]:
+    """The report's lines under the best reward: the candidates within its noise and how it was chosen among them,
+    then what a pick on this many seeds agreed with when measured (and what one more seed bought). Empty when the
+    best had no other trained candidate to be picked against."""
+    ranked = rank(candidates)
+    if len(ranked) < 2 or ranked[0].id != best.id:
+        return []
+    seeds = seeds_of(best)
+    rates = {s.id: s.success for s in ranked}
+    tied = tied_with_best(ranked)
+    on = f"on {seeds} training seed{'s' if seeds > 1 else ''} per candidate"
+    if tied:
+        shown = "; ".join(f"{cid} {rates[cid].text()}" for cid in tied)
+        lines = [f"- Within its noise (95% intervals of final success overlap, {on}): {shown}. It is first among them "
+                 f"by the tie-break ({TIE_BREAK}); no difference between them stands out of its evaluations' noise."]
+    else:
+        lines = [f"- Ahead of every other trained candidate beyond noise (95% intervals of final success apart, {on})."]
+    here = measured(seeds, steps, agreements)
+    if here is None:
+        lines.append(f"- A pick {on} has not been measured against a 5-seed re-training (benchmarks/refinement_gain.py).")
+        return lines
+    lines.append(f"- Measured (benchmarks/refinement_gain.py, {here.tasks} MetaWorld task{'s' if here.tasks != 1 else ''} "
+                 f"at {here.steps:,} steps): a pick {on} agreed with a 5-seed re-training in {here.text()}.")
+    more = measured(seeds + 1, here.steps, agreements)
+    if more is not None and more.steps == here.steps:
+        lines.append(f"- With `--candidate-seeds {seeds + 1}` ({(seeds + 1) / seeds:.3g}x the training): {more.text()}.")
+    return lines
