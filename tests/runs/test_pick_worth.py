@@ -9,9 +9,10 @@ from pathlib import Path
 
 from sim_envs import list_tasks
 from text2reward.runs.pick_worth import Agreement, measured, pick_worth_lines, shipped_agreements
-from text2reward.runs.ranking import best_candidate
-from text2reward.runs.records import Candidate, read
+from text2reward.runs.ranking import TIE_BREAK, best_candidate
+from text2reward.runs.records import Candidate, RoundSummary, read
 from text2reward.runs.report import write_report
+from text2reward.runs.run_events import RoundDone
 from text2reward.runs.store import RunStore
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "runs_head" / "20261125-213341-fetch-reach-4ed575"
@@ -93,3 +94,12 @@ def test_the_report_says_how_sure_the_pick_is(tmp_path):
     section = report[report.index(f"## Best reward: {best.id}"):]
     assert "How sure this pick is:" in section and section.index("How sure") < section.index("```python")
     assert "agreed with a 5-seed re-training in" in section  # the shipped measurement, cited
+
+
+def test_the_console_line_of_a_round_says_when_its_best_is_tied():
+    best, close = candidate(0, 15), candidate(1, 13)
+    tied = RoundSummary(round=0, best="r0-s0", best_success=0.5, statuses={}, tied=["r0-s1"], tie_break=TIE_BREAK)
+    assert RoundDone(tied, (best, close)).text.endswith(
+        "; best r0-s0, tied within noise with r0-s1 (first by the tie-break; report.md says what such a pick is worth)")
+    apart = RoundSummary(round=0, best="r0-s0", best_success=0.5, statuses={})
+    assert "tied" not in RoundDone(apart, (best, close)).text

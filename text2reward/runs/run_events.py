@@ -155,7 +155,11 @@ class RoundDone(RunEvent):
 
     @property
     def text(self) -> str:
-        return f"round {self.summary.round}: " + ", ".join(f"{c.id} {describe(c)}" for c in self.candidates)
+        line = f"round {self.summary.round}: " + ", ".join(f"{c.id} {describe(c)}" for c in self.candidates)
+        if self.summary.best and self.summary.tied:  # a pick the evaluations cannot tell apart is said as such
+            line += (f"; best {self.summary.best}, tied within noise with {', '.join(self.summary.tied)} "
+                     "(first by the tie-break; report.md says what such a pick is worth)")
+        return line
 
 
 @dataclass(frozen=True)
