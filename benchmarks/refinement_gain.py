@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -97,6 +98,9 @@ class Decision:
     cost_seeds: int
     steps: int
     means: dict[str, float] = field(default_factory=dict)
+    draws: tuple[int, int] | None = None
+    """(picks naming the 5-seed best, picks) over every choice of `cost_seeds` loop seeds per reward: the same
+    question asked of every seed draw the trainings allow, not only seeds 0..S-1 (pairs only)."""
 
     @property
     def agrees(self) -> bool:
@@ -165,6 +169,18 @@ def gain_interval(later: Sequence[float], earlier: Sequence[float]) -> tuple[flo
     return mean, mean - half, mean + half
 
 
+def draw_agreement(seeds_of: dict[str, list[SeedResult]], truth_best: str, size: int) -> tuple[int, int]:
+    """Over every choice of `size` of each reward's loop seeds (chosen for each reward independently): how many of
+    the loop statistic's picks name `truth_best`, and how many picks there were."""
+    subsets = {label: list(itertools.combinations(results, size)) for label, results in seeds_of.items()}
+    agreed = total = 0
+    for combination in itertools.product(*subsets.values()):
+        chosen = dict(zip(subsets, combination))
+        agreed += max(chosen, key=lambda label: loop_key(chosen[label])) == truth_best
+        total += 1
+    return agreed, total
+
+
 def pair_rewards(task: str) -> list[Reward]:
     name = task.replace("/", "__") + ".py"
     draft, expert = DRAFTS / name, EXAMPLES / name
@@ -188,7 +204,8 @@ def pair_decisions(task: str, steps: int, args: argparse.Namespace, pool: Thread
     decisions.append(Decision(task, "pairs", "r1 vs r0", "before: 1 seed, success then return", pick, best, beyond, p, 1, steps, means))
     for s in range(1, args.max_seeds + 1):
         pick = max(seeds_of, key=lambda label: loop_key(seeds_of[label][:s]))
-        decisions.append(Decision(task, "pairs", "r1 vs r0", f"after: {s} seed(s), loop statistic", pick, best, beyond, p, s, steps, means))
+        decisions.append(Decision(task, "pairs", "r1 vs r0", f"after: {s} seed(s), loop statistic", pick, best, beyond, p, s, steps,
+                                  means, draw_agreement(seeds_of, best, s)))
     gain = gain_interval(truth["expert rewrite"], truth["draft"])
     return decisions, gain
 
@@ -258,8 +275,15 @@ def agreement(decisions: Sequence[Decision], rule: str) -> str:
     mine = [d for d in decisions if d.rule == rule]
     beyond = [d for d in mine if d.beyond_noise]
     agree_beyond = sum(d.agrees for d in beyond)
-    return (f"{agree_beyond}/{len(beyond)} beyond noise"
+    text = (f"{agree_beyond}/{len(beyond)} beyond noise"
             + (f" ({agree_beyond / len(beyond):.0%})" if beyond else "") + f"; {sum(d.agrees for d in mine)}/{len(mine)} in all")
+    drawn = [d for d in mine if d.draws is not None]
+    if drawn:
+        def rate(found: Sequence[Decision]) -> str:
+            agreed, total = (sum(d.draws[i] for d in found if d.draws) for i in (0, 1))
+            return f"{agreed}/{total}" + (f" ({agreed / total:.0%})" if total else "")
+        text += f"; over every draw of seeds: {rate([d for d in drawn if d.beyond_noise])} beyond noise, {rate(drawn)} in all"
+    return text
 
 
 def record(decisions: Sequence[Decision], path: Path) -> None:
@@ -271,9 +295,14 @@ def record(decisions: Sequence[Decision], path: Path) -> None:
     for source, task, steps, seeds in keys:
         mine = [d for d in current if (d.source, d.task, d.steps, d.cost_seeds) == (source, task, steps, seeds)]
         beyond = [d for d in mine if d.beyond_noise]
+        drawn = [d.draws for d in mine if d.draws is not None]
+        drawn_beyond = [d.draws for d in beyond if d.draws is not None]
         fresh.append(Agreement(source=source, task=task, steps=steps, seeds=seeds, decisions=len(mine),
                                agreed=sum(d.agrees for d in mine), beyond_noise=len(beyond),
-                               agreed_beyond_noise=sum(d.agrees for d in beyond), recorded=today))
+                               agreed_beyond_noise=sum(d.agrees for d in beyond), recorded=today,
+                               draws=sum(n for _, n in drawn), agreed_draws=sum(a for a, _ in drawn),
+                               draws_beyond_noise=sum(n for _, n in drawn_beyond),
+                               agreed_draws_beyond_noise=sum(a for a, _ in drawn_beyond)))
     old = codec.read(AgreementFile, json.loads(path.read_text()), str(path)).measurements if path.is_file() else []
     kept = [a for a in old if (a.source, a.task, a.steps, a.seeds) not in keys]
     merged = sorted([*kept, *fresh], key=lambda a: (a.steps, a.seeds, a.source, a.task))

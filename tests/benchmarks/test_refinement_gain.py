@@ -49,6 +49,15 @@ def test_the_loop_statistic_reads_score_and_all_seeds_where_the_old_rule_read_on
     assert bench.loop_key(succeeded) > bench.loop_key(steady)          # pooled success comes first, as in runs.ranking
 
 
+def test_every_draw_of_loop_seeds_is_asked_the_same_question(bench):
+    """Three loop seeds per reward: 9 picks on one seed each, 9 on two, 1 on all three; each by the loop statistic."""
+    seeds_of = {"draft": [seed(bench, 0.9, 0, 0.0), seed(bench, 0.15, 0, 0.0), seed(bench, 0.2, 0, 0.0)],
+                "expert rewrite": [seed(bench, 0.5, 0, 0.0)] * 3}
+    assert bench.draw_agreement(seeds_of, "draft", 1) == (3, 9)  # only the draft's lucky seed beats the steady expert
+    assert bench.draw_agreement(seeds_of, "draft", 2) == (2 * 3, 3 * 3)  # any pair with the 0.9 seed averages above 0.5
+    assert bench.draw_agreement(seeds_of, "expert rewrite", 3) == (1, 1)
+
+
 def test_the_gain_is_paired_by_seed(bench):
     mean, low, high = bench.gain_interval([0.5, 0.7, 0.9], [0.4, 0.6, 0.8])
     assert mean == pytest.approx(0.1) and low == pytest.approx(0.1) and high == pytest.approx(0.1)

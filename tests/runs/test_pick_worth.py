@@ -47,6 +47,7 @@ def test_the_shipped_measurements_read_and_add_up():
         assert a.task in tasks and a.steps > 0 and a.seeds >= 1 and re.fullmatch(r"\d{4}-\d{2}-\d{2}", a.recorded)
         assert 0 <= a.agreed_beyond_noise <= a.beyond_noise <= a.decisions and a.agreed <= a.decisions
         assert a.decisions - a.agreed >= a.beyond_noise - a.agreed_beyond_noise  # a wrong pick beyond noise is a wrong pick
+        assert 0 <= a.agreed_draws_beyond_noise <= a.draws_beyond_noise <= a.draws and a.agreed_draws <= a.draws
 
 
 def test_the_budget_nearest_the_runs_is_cited_summed_over_tasks_and_sources():
@@ -58,6 +59,12 @@ def test_the_budget_nearest_the_runs_is_cited_summed_over_tasks_and_sources():
     assert measured(3, 5000, MEASURED) is None
     assert at_5k.text() == "1 of 2 decisions (0 of 1 where the 5-seed difference was beyond noise)"
     assert measured(1, 5000, MEASURED[1:2]).text() == "1 of 1 decisions (none of them beyond noise)"
+    drawn = Agreement(source="pairs", task="metaworld/reach-v3", steps=5000, seeds=1, decisions=1, agreed=0, beyond_noise=1,
+                      agreed_beyond_noise=0, recorded="2026-11-27", draws=9, agreed_draws=3, draws_beyond_noise=9,
+                      agreed_draws_beyond_noise=3)
+    assert measured(1, 5000, (drawn, MEASURED[1])).text() == (
+        "1 of 2 decisions (0 of 1 where the 5-seed difference was beyond noise); asked of every draw of seeds the "
+        "trainings allow, 33% of 9 picks (33% of 9 beyond noise)")
 
 
 def test_a_best_within_noise_names_its_ties_and_a_clear_best_stands_apart():

@@ -43,6 +43,12 @@ class Agreement:
     agreed_beyond_noise: int
     recorded: str
     """The day the benchmark computed it (YYYY-MM-DD; its trainings may be older, and are reused when run again)."""
+    draws: int = 0
+    """The same decision asked of every choice of `seeds` loop seeds per reward the trainings allow (the pairs source
+    trains 3 loop seeds per reward, so 9 draws at 1 or 2 seeds): 0 where only one draw was made."""
+    agreed_draws: int = 0
+    draws_beyond_noise: int = 0
+    agreed_draws_beyond_noise: int = 0
 
 
 @dataclass(frozen=True)
@@ -71,11 +77,20 @@ class Pooled:
     agreed: int
     beyond_noise: int
     agreed_beyond_noise: int
+    draws: int = 0
+    agreed_draws: int = 0
+    draws_beyond_noise: int = 0
+    agreed_draws_beyond_noise: int = 0
 
     def text(self) -> str:
         beyond = (f"{self.agreed_beyond_noise} of {self.beyond_noise} where the 5-seed difference was beyond noise"
                   if self.beyond_noise else "none of them beyond noise")
-        return f"{self.agreed} of {self.decisions} decisions ({beyond})"
+        text = f"{self.agreed} of {self.decisions} decisions ({beyond})"
+        if self.draws:
+            text += (f"; asked of every draw of seeds the trainings allow, {self.agreed_draws / self.draws:.0%} of "
+                     f"{self.draws} picks" + (f" ({self.agreed_draws_beyond_noise / self.draws_beyond_noise:.0%} of "
+                                              f"{self.draws_beyond_noise} beyond noise)" if self.draws_beyond_noise else ""))
+        return text
 
 
 def measured(seeds: int, steps: int | None, agreements: tuple[Agreement, ...] | None = None) -> Pooled | None:
@@ -89,7 +104,10 @@ def measured(seeds: int, steps: int | None, agreements: tuple[Agreement, ...] | 
     chosen = [a for a in found if a.steps == budget]
     return Pooled(steps=budget, seeds=seeds, tasks=len({a.task for a in chosen}),
                   decisions=sum(a.decisions for a in chosen), agreed=sum(a.agreed for a in chosen),
-                  beyond_noise=sum(a.beyond_noise for a in chosen), agreed_beyond_noise=sum(a.agreed_beyond_noise for a in chosen))
+                  beyond_noise=sum(a.beyond_noise for a in chosen), agreed_beyond_noise=sum(a.agreed_beyond_noise for a in chosen),
+                  draws=sum(a.draws for a in chosen), agreed_draws=sum(a.agreed_draws for a in chosen),
+                  draws_beyond_noise=sum(a.draws_beyond_noise for a in chosen),
+                  agreed_draws_beyond_noise=sum(a.agreed_draws_beyond_noise for a in chosen))
 
 
 def seeds_of(candidate: Candidate) -> int:
