@@ -91,4 +91,4 @@ def test_record_merges_the_loop_statistics_agreement_per_task_budget_and_seeds(b
     assert sorted((a.task, a.seeds, a.agreed, a.beyond_noise) for a in entries) == [
         ("metaworld/drawer-close-v3", 1, 1, 0), ("metaworld/reach-v3", 1, 1, 1), ("metaworld/reach-v3", 2, 1, 1)]
     one = measured(1, 5000, tuple(entries))
-    assert (one.tasks, one.decisions, one.agreed, one.beyond_noise, one.agreed_beyond_noise) == (2, 2, 2, 1, 1)
+    assert (len(one.tasks), one.decisions, one.agreed, one.beyond_noise, one.agreed_beyond_noise) == (2, 2, 2, 1, 1)

@@ -52,9 +52,9 @@ def test_the_shipped_measurements_read_and_add_up():
 
 def test_the_budget_nearest_the_runs_is_cited_summed_over_tasks_and_sources():
     at_5k = measured(1, 4000, MEASURED)
-    assert (at_5k.steps, at_5k.tasks, at_5k.decisions, at_5k.agreed, at_5k.beyond_noise, at_5k.agreed_beyond_noise) == (5000, 2, 2, 1, 1, 0)
+    assert (at_5k.steps, len(at_5k.tasks), at_5k.decisions, at_5k.agreed, at_5k.beyond_noise, at_5k.agreed_beyond_noise) == (5000, 2, 2, 1, 1, 0)
     at_20k = measured(1, 15000, MEASURED)  # nearer 20k than 5k by ratio; both sources at 20k
-    assert (at_20k.steps, at_20k.tasks, at_20k.decisions, at_20k.agreed, at_20k.beyond_noise) == (20000, 1, 4, 2, 1)
+    assert (at_20k.steps, len(at_20k.tasks), at_20k.decisions, at_20k.agreed, at_20k.beyond_noise) == (20000, 1, 4, 2, 1)
     assert measured(1, None, MEASURED).steps == 20000  # no budget known: the largest measured
     assert measured(3, 5000, MEASURED) is None
     assert at_5k.text() == "1 of 2 decisions (0 of 1 where the 5-seed difference was beyond noise)"
@@ -72,7 +72,7 @@ def test_a_best_within_noise_names_its_ties_and_a_clear_best_stands_apart():
     tied = pick_worth_lines(best, [best, close, far], 5000, MEASURED)
     assert "Within its noise" in tied[0] and "r0-s1 0.43 (13 of 30 episodes" in tied[0] and "r0-s2" not in tied[0]
     assert "on 1 training seed per candidate" in tied[0] and "tie-break" in tied[0]
-    assert tied[1] == ("- Measured (benchmarks/refinement_gain.py, 2 MetaWorld tasks at 5,000 steps): a pick on 1 training "
+    assert tied[1] == ("- Measured (benchmarks/refinement_gain.py, 2 tasks (metaworld) at 5,000 steps): a pick on 1 training "
                        "seed per candidate agreed with a 5-seed re-training in 1 of 2 decisions (0 of 1 where the 5-seed "
                        "difference was beyond noise).")
     assert tied[2] == ("- With `--candidate-seeds 2` (2x the training): 1 of 1 decisions (1 of 1 where the 5-seed difference "

@@ -66,13 +66,18 @@ def shipped_agreements() -> tuple[Agreement, ...]:
     return tuple(codec.read(AgreementFile, json.loads(SHIPPED.read_text()), str(SHIPPED)).measurements)
 
 
+COUNTS = ("decisions", "agreed", "beyond_noise", "agreed_beyond_noise", "draws", "agreed_draws", "draws_beyond_noise",
+          "agreed_draws_beyond_noise")
+"""The fields of a measurement that add up over tasks and sources."""
+
+
 @dataclass(frozen=True)
 class Pooled:
     """The measurements at one budget and seed count, summed over their tasks and sources."""
 
     steps: int
     seeds: int
-    tasks: int
+    tasks: tuple[str, ...]
     decisions: int
     agreed: int
     beyond_noise: int
@@ -81,6 +86,12 @@ class Pooled:
     agreed_draws: int = 0
     draws_beyond_noise: int = 0
     agreed_draws_beyond_noise: int = 0
+
+    @property
+    def where(self) -> str:
+        """`6 tasks (metaworld) at 5,000 steps`."""
+        families = sorted({task.split("/")[0] for task in self.tasks})
+        return f"{len(self.tasks)} task{'s' if len(self.tasks) != 1 else ''} ({', '.join(families)}) at {self.steps:,} steps"
 
     def text(self) -> str:
         beyond = (f"{self.agreed_beyond_noise} of {self.beyond_noise} where the 5-seed difference was beyond noise"
@@ -102,12 +113,8 @@ def measured(seeds: int, steps: int | None, agreements: tuple[Agreement, ...] | 
     budgets = {a.steps for a in found}
     budget = max(budgets) if not steps else min(budgets, key=lambda b: (abs(math.log(b / steps)), -b))
     chosen = [a for a in found if a.steps == budget]
-    return Pooled(steps=budget, seeds=seeds, tasks=len({a.task for a in chosen}),
-                  decisions=sum(a.decisions for a in chosen), agreed=sum(a.agreed for a in chosen),
-                  beyond_noise=sum(a.beyond_noise for a in chosen), agreed_beyond_noise=sum(a.agreed_beyond_noise for a in chosen),
-                  draws=sum(a.draws for a in chosen), agreed_draws=sum(a.agreed_draws for a in chosen),
-                  draws_beyond_noise=sum(a.draws_beyond_noise for a in chosen),
-                  agreed_draws_beyond_noise=sum(a.agreed_draws_beyond_noise for a in chosen))
+    return Pooled(steps=budget, seeds=seeds, tasks=tuple(sorted({a.task for a in chosen})),
+                  **{name: sum(getattr(a, name) for a in chosen) for name in COUNTS})
 
 
 def seeds_of(candidate: Candidate) -> int:
@@ -137,8 +144,8 @@ def pick_worth_lines(best: Candidate, candidates: list[Candidate], steps: int | 
     if here is None:
         lines.append(f"- A pick {on} has not been measured against a 5-seed re-training (benchmarks/refinement_gain.py).")
         return lines
-    lines.append(f"- Measured (benchmarks/refinement_gain.py, {here.tasks} MetaWorld task{'s' if here.tasks != 1 else ''} "
-                 f"at {here.steps:,} steps): a pick {on} agreed with a 5-seed re-training in {here.text()}.")
+    lines.append(f"- Measured (benchmarks/refinement_gain.py, {here.where}): a pick {on} agreed with a 5-seed "
+                 f"re-training in {here.text()}.")
     more = measured(seeds + 1, here.steps, agreements)
     if more is not None and more.steps == here.steps:
         lines.append(f"- With `--candidate-seeds {seeds + 1}` ({(seeds + 1) / seeds:.3g}x the training): {more.text()}.")
