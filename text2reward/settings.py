@@ -207,7 +207,7 @@ class TrainingSettings:
     (runs/seed_scores.py). 1 until a default is chosen by measurement (issue 38)."""
     early_stop: bool = field(default=True, metadata=option(
         "--early-stop/--no-early-stop",
-        help="stop a candidate clearly behind the round's leader at 1/4 and 1/2 of the budget (--no-early-stop trains each to the end)"))
+        help="stop a candidate clearly behind the round's leader at half the budget (--no-early-stop trains each to the end)"))
     """A round's candidates stop at the run's `success_threshold`, or when clearly behind the round's leader at a rung
     of the budget (training/early_stop.py); `--no-early-stop` trains each to its full budget."""
     device: str = field(default="auto", metadata=option("--device", help="auto, cpu or cuda"))

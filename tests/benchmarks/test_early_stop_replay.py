@@ -44,7 +44,7 @@ def write(out: Path, reward: str, seed: int, points: list[dict], final: float) -
     (folder / "result.json").write_text(json.dumps(result))
 
 
-def test_a_late_starter_stopped_at_the_first_rung_is_a_wrong_stop_the_half_rung_avoids(replay, tmp_path):
+def test_a_late_starter_stopped_at_a_quarter_rung_is_a_wrong_stop_the_default_half_rung_avoids(replay, tmp_path):
     write(tmp_path, "late-00000000", 0, LATE, final=28 / 30)
     write(tmp_path, "early-11111111", 0, EARLY, final=18 / 30)
     write(tmp_path, "early-11111111", 1, EARLY, final=18 / 30)
@@ -53,19 +53,19 @@ def test_a_late_starter_stopped_at_the_first_rung_is_a_wrong_stop_the_half_rung_
     assert sorted((t.reward, t.seed) for t in found) == [("early-11111111", 0), ("early-11111111", 1), ("late-00000000", 0)]
     assert all(t.budget == 20000 and t.eval_freq == 2000 and t.final.episodes == 30 for t in found)
 
-    stops, pairings = replay.stops_of(found, EarlyStopRule())
+    stops, pairings = replay.stops_of(found, replay.parse_rule("rungs=0.25,0.5"))  # the default before this measurement
     assert pairings == 2  # late against each early seed; the two early seeds are one reward, never paired
     assert len(stops) == 2 and all(s.stopped.reward == "late-00000000" and s.at == 6000 for s in stops)
     assert all(s.wrong_round and s.wrong_reward and s.saving == pytest.approx(20000 / 6000) for s in stops)
     assert all(s.wrong_beyond_noise for s in stops)  # 28 of 30 against 18 of 30: the 95% intervals are apart
     # at the half rung the late starter has succeeded, and a candidate that succeeded is never stopped
-    assert replay.stops_of(found, replay.parse_rule("rungs=0.5"))[0] == []
+    assert replay.stops_of(found, EarlyStopRule())[0] == [] and EarlyStopRule().rungs == (0.5,)
 
 
 def test_a_right_stop_is_not_counted_wrong(replay, tmp_path):
     write(tmp_path, "bad-00000000", 0, curve([0.0] * 10), final=0.0)
     write(tmp_path, "good-11111111", 0, EARLY, final=18 / 30)
-    [stop], _ = replay.stops_of(replay.trainings(tmp_path, None, None), EarlyStopRule())
+    [stop], _ = replay.stops_of(replay.trainings(tmp_path, None, None), EarlyStopRule())  # at 10,000: still nothing
     assert stop.stopped.reward == "bad-00000000" and not (stop.wrong_round or stop.wrong_reward or stop.wrong_beyond_noise)
     assert stop.stopped.final == Rate(0, 30)
 

@@ -19,14 +19,18 @@ from text2reward.training.early_stop import EarlyStopper, EarlyStopRule, judge_a
 from text2reward.training.job import TrainJob
 from text2reward.training.pool import run_jobs
 
+TWO_RUNGS = EarlyStopRule(rungs=(0.25, 0.5))
+"""The default before early_stop_replay.py measured the 1/4 rung's wrong stops: two rungs, for the tests of a later rung."""
+
 
 def curve(*points: tuple[int, float, float]) -> list[CurvePoint]:
     return [CurvePoint(steps=s, success_rate=rate, mean_native_return=native) for s, rate, native in points]
 
 
 def test_rungs_fall_on_the_first_evaluation_at_or_after_each_fraction():
-    assert rung_steps(8000, 1000, EarlyStopRule()) == [2000, 4000]
-    assert rung_steps(1000, 300, EarlyStopRule()) == [300, 600]
+    assert rung_steps(8000, 1000, EarlyStopRule()) == [4000]  # the default: one rung, at half the budget
+    assert rung_steps(8000, 1000, TWO_RUNGS) == [2000, 4000]
+    assert rung_steps(1000, 300, TWO_RUNGS) == [300, 600]
     assert rung_steps(1000, 1000, EarlyStopRule()) == []  # one evaluation, at the end: nothing to compare early
 
 
@@ -82,7 +86,7 @@ def test_a_candidate_that_has_succeeded_is_never_stopped_as_behind():
 def test_a_candidate_is_compared_at_the_rung_whenever_its_peer_gets_there():
     """Asynchronous: the first to reach a rung is not judged alone; when a peer arrives both are compared at
     the rung's step count, each rung once."""
-    stopper = EarlyStopper(budget=2000, eval_freq=250)  # rungs 500, 1000
+    stopper = EarlyStopper(budget=2000, eval_freq=250, rule=TWO_RUNGS)  # rungs 500, 1000
     for steps, native in ((250, -30.0), (500, -29.0)):
         stopper.add_point("a", CurvePoint(steps=steps, success_rate=0.0, mean_native_return=native))
     assert stopper.decide(["a", "b"]) == {}  # b has not reached the rung: nobody to compare with
@@ -109,7 +113,7 @@ def test_a_candidates_seeds_are_judged_pooled_and_stopped_together():
     every seed has; behind, all its running seeds stop, naming the candidate (not a seed) it trailed. One seed of the
     leader that has not succeeded is not judged alone: its candidate's pooled curve has."""
     groups = {"a seed 0": "a", "a seed 1000": "a", "b seed 0": "b", "b seed 1000": "b"}
-    stopper = EarlyStopper(budget=2000, eval_freq=250, groups=groups)  # rungs 500, 1000
+    stopper = EarlyStopper(budget=2000, eval_freq=250, rule=TWO_RUNGS, groups=groups)  # rungs 500, 1000
     for name, rate in (("b seed 0", 0.8), ("b seed 1000", 0.0), ("a seed 0", 0.0)):
         for steps in (250, 500):
             stopper.add_point(name, CurvePoint(steps=steps, success_rate=rate, mean_native_return=-1.0, episodes=5))
@@ -166,7 +170,7 @@ def test_a_real_worker_behind_a_finished_leader_stops_at_the_rung_and_keeps_its_
     """Real SAC on fetch/reach in a worker process: the pool feeds its evaluations to the stopper, writes the
     stop file, and the worker stops within a few steps, with its curve, its result and no video."""
     # the mechanism, not the rule: one reading may decide here (the rule's noise has its own tests above)
-    stopper = EarlyStopper(budget=800, eval_freq=200, rule=EarlyStopRule(min_evaluations=1))  # rungs at 200 and 400
+    stopper = EarlyStopper(budget=800, eval_freq=200, rule=EarlyStopRule(rungs=(0.25, 0.5), min_evaluations=1))  # rungs at 200 and 400
     stopper.observe("r0-s0", [dataclasses.replace(p, episodes=30)
                               for p in curve((200, 1.0, -1.0), (400, 1.0, -1.0), (600, 1.0, -1.0), (800, 1.0, -1.0))])
     out = tmp_path / "r0-s1"

@@ -181,7 +181,7 @@ def test_a_job_behind_a_finished_leader_is_stopped_through_the_board(tmp_path, r
     """Early stopping without a shared disk: the driver mirrors the task's evaluations, the stopper writes the stop
     file, the board carries it to the task, which stops at the rung and keeps its partial result."""
     # the mechanism, not the rule: one reading may decide here (tests/training/test_early_stop.py tests the rule)
-    stopper = EarlyStopper(budget=800, eval_freq=100, rule=EarlyStopRule(min_evaluations=1))  # rungs at 200 and 400
+    stopper = EarlyStopper(budget=800, eval_freq=100, rule=EarlyStopRule(rungs=(0.25, 0.5), min_evaluations=1))  # rungs at 200 and 400
     stopper.observe("leader", [CurvePoint(steps=s, success_rate=1.0, mean_native_return=-1.0, episodes=30)
                                for s in (200, 400, 600, 800)])
     out = tmp_path / "behind"
