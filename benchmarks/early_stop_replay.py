@@ -13,7 +13,8 @@ two workers in lockstep, and stops feeding a candidate once it is stopped. Then,
   final progress, policies.score);
   **beyond noise** when its final success is above the leader's with the two 95% intervals apart;
 - **wrong (the reward)**: the stopped reward's mean score over all its trainings at that budget is above the leader's
-  (itself a noisy truth where the two rewards are close);
+  (itself a noisy truth where the two rewards are close: **beyond noise** when Welch's test on the two rewards'
+  scores gives p < 0.05);
 - **saving**: the budget over the steps the stopped candidate trained (2x at the 1/2 rung, 4x at 1/4).
 
 The issue's target: at most 1 in 20 stops wrong, at >= 2x savings. Read the counts as rough: a training is in many
@@ -34,6 +35,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from scipy import stats
 
 from policies.curve import CurvePoint
 from policies.score import score_of
@@ -76,11 +79,18 @@ class Stop:
     """The rung's steps."""
     wrong_round: bool
     wrong_reward: bool
+    reward_p: float
+    """Welch's p between the two rewards' scores over all their trainings at this budget."""
 
     @property
     def wrong_beyond_noise(self) -> bool:
         """Wrong for the round, and its final success above the leader's beyond noise (95% intervals apart)."""
         return self.wrong_round and not self.stopped.final.ties(self.leader.final)
+
+    @property
+    def wrong_reward_beyond_noise(self) -> bool:
+        """Wrong for the reward, with the two rewards' scores apart beyond noise (Welch p < 0.05)."""
+        return self.wrong_reward and self.reward_p < 0.05
 
     @property
     def saving(self) -> float:
@@ -124,10 +134,20 @@ def replay(a: Training, b: Training, rule: EarlyStopRule) -> tuple[str, int, str
     return None
 
 
+def welch_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """Welch's two-sided p between two samples of scores (1 when either has fewer than two, or neither varies)."""
+    if len(a) < 2 or len(b) < 2:
+        return 1.0
+    if max(a) == min(a) and max(b) == min(b):
+        return 1.0 if a[0] == b[0] else 0.0
+    return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+
+
 def stops_of(group: Sequence[Training], rule: EarlyStopRule) -> tuple[list[Stop], int]:
     """Every pairing of trainings of two different rewards in `group` (one task, one budget): its stop, if any; and
     the number of pairings."""
-    means = {reward: statistics.mean(t.score for t in group if t.reward == reward) for reward in {t.reward for t in group}}
+    scores = {reward: [t.score for t in group if t.reward == reward] for reward in {t.reward for t in group}}
+    means = {reward: statistics.mean(values) for reward, values in scores.items()}
     stops, pairings = [], 0
     for a, b in itertools.combinations(group, 2):
         if a.reward == b.reward:
@@ -138,7 +158,8 @@ def stops_of(group: Sequence[Training], rule: EarlyStopRule) -> tuple[list[Stop]
             continue
         stopped, at, leader = found
         s, lead = (a, b) if stopped == "a" else (b, a)
-        stops.append(Stop(s.task, s.budget, s, lead, at, wrong_round=s.key > lead.key, wrong_reward=means[s.reward] > means[lead.reward]))
+        stops.append(Stop(s.task, s.budget, s, lead, at, wrong_round=s.key > lead.key, wrong_reward=means[s.reward] > means[lead.reward],
+                          reward_p=welch_p(scores[s.reward], scores[lead.reward])))
     return stops, pairings
 
 
@@ -198,9 +219,9 @@ def main(argv: list[str] | None = None) -> None:
             print(f"| {task} | {budget:,} | {len({t.reward for t in group})} | {len(group)} | {pairings} | {per_rung} | "
                   f"{sum(s.wrong_round for s in stops)} | {sum(s.wrong_reward for s in stops)} | {len({s.stopped.name for s in stops})} |")
     print("\n## side by side\n")
-    print("| rule | budget | pairings | stops | wrong (round) | of them beyond noise | wrong (reward) | saving on the stopped | "
-          "saving on every pairing |")
-    print("| --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: |")
+    print("| rule | budget | pairings | stops | wrong (round) | of them beyond noise | wrong (reward) | of them beyond noise | "
+          "saving on the stopped | saving on every pairing |")
+    print("| --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: |")
     for text, by_task in results.items():
         for budget in sorted({b for _, b in by_task}):
             stops = [s for (_, b), (found_stops, _) in by_task.items() if b == budget for s in found_stops]
@@ -209,7 +230,8 @@ def main(argv: list[str] | None = None) -> None:
             on_stopped = f"{(trained + saved) / trained:.2f}x" if stops else "-"
             every = 2 * budget * pairings
             print(f"| {text} | {budget:,} | {pairings} | {len(stops)} | {share(sum(s.wrong_round for s in stops), len(stops))} | "
-                  f"{sum(s.wrong_beyond_noise for s in stops)} | {share(sum(s.wrong_reward for s in stops), len(stops))} | {on_stopped} | {every / (every - saved):.3f}x |")
+                  f"{sum(s.wrong_beyond_noise for s in stops)} | {share(sum(s.wrong_reward for s in stops), len(stops))} | "
+                  f"{sum(s.wrong_reward_beyond_noise for s in stops)} | {on_stopped} | {every / (every - saved):.3f}x |")
     first = next(iter(results.values()))
     wrong = [s for stops, _ in first.values() for s in stops if s.wrong_round or s.wrong_reward]
     if wrong:
@@ -217,7 +239,8 @@ def main(argv: list[str] | None = None) -> None:
     for s in wrong:
         print(f"- {s.task}: {s.stopped.name} stopped at {s.at:,} behind {s.leader.name}; at {s.budget:,}: "
               f"{s.stopped.final.text()} vs {s.leader.final.text()}, score {s.stopped.score:.2f} vs {s.leader.score:.2f}"
-              f"{' (wrong for the round)' if s.wrong_round else ''}{' (wrong for the reward)' if s.wrong_reward else ''}")
+              f"{' (wrong for the round)' if s.wrong_round else ''}"
+              f"{f' (wrong for the reward, Welch p {s.reward_p:.2f})' if s.wrong_reward else ''}")
 
 
 if __name__ == "__main__":

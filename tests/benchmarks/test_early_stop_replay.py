@@ -58,6 +58,8 @@ def test_a_late_starter_stopped_at_a_quarter_rung_is_a_wrong_stop_the_default_ha
     assert len(stops) == 2 and all(s.stopped.reward == "late-00000000" and s.at == 6000 for s in stops)
     assert all(s.wrong_round and s.wrong_reward and s.saving == pytest.approx(20000 / 6000) for s in stops)
     assert all(s.wrong_beyond_noise for s in stops)  # 28 of 30 against 18 of 30: the 95% intervals are apart
+    assert not any(s.wrong_reward_beyond_noise for s in stops)  # one training of the late reward: no test between rewards
+    assert replay.welch_p([1.0, 1.1, 0.9], [0.1, 0.2, 0.0]) < 0.05 and replay.welch_p([1.0], [0.0, 0.1]) == 1.0
     # at the half rung the late starter has succeeded, and a candidate that succeeded is never stopped
     assert replay.stops_of(found, EarlyStopRule())[0] == [] and EarlyStopRule().rungs == (0.5,)
 
