@@ -306,7 +306,8 @@ def record(decisions: Sequence[Decision], path: Path) -> None:
     old = codec.read(AgreementFile, json.loads(path.read_text()), str(path)).measurements if path.is_file() else []
     kept = [a for a in old if (a.source, a.task, a.steps, a.seeds) not in keys]
     merged = sorted([*kept, *fresh], key=lambda a: (a.steps, a.seeds, a.source, a.task))
-    path.write_text(json.dumps(codec.write(AgreementFile(merged)), indent=1) + "\n")
+    entries = codec.write(AgreementFile(merged))["measurements"]  # one measurement per line: a diff shows what moved
+    path.write_text('{"measurements": [\n' + ",\n".join(json.dumps(e) for e in entries) + "\n]}\n")
     print(f"\nrecorded {len(fresh)} measurement(s) in {path} ({len(merged)} in all)")
 
 
