@@ -33,6 +33,7 @@ from text2reward.runs.keypoint_record import (
     format_world,
     parse_keypoints,
 )
+from text2reward.runs.pick_worth import pick_worth_lines
 from text2reward.runs.ranking import best_candidate
 from text2reward.runs.records import (
     Candidate,
@@ -312,6 +313,8 @@ class RunView:
     created_at: float | None = None
     untrained_reason: str = ""  # why no candidate trained, by candidate ("" while one has)
     keypoints: KeypointsView | None = None
+    pick_worth: list[str] = field(default_factory=list)
+    """What the best's pick is worth (runs/pick_worth.py, as the report says it): its ties, the measured agreement."""
 
     @property
     def reward_source(self) -> str:
@@ -630,6 +633,8 @@ def load_run(store: RunStore, url_for: UrlFor, launch: dict[str, Any] | None = N
         best_success=overall.success if overall else None, launch=launch, signature=run_signature(root, launching),
         created_at=run_created(store, state), untrained_reason="" if overall else _untrained_reason(state, records),
         keypoints=_keypoints(root, url_for),
+        pick_worth=[line.removeprefix("- ").replace("`", "") for line in pick_worth_lines(overall, records, header.steps)]
+        if overall is not None else [],
     )
 
 

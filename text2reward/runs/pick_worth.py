@@ -125,8 +125,10 @@ def seeds_of(candidate: Candidate) -> int:
 def pick_worth_lines(best: Candidate, candidates: list[Candidate], steps: int | None,
                      agreements: tuple[Agreement, ...] | None = None) -> list[str]:
     """The report's lines under the best reward: the candidates within its noise and how it was chosen among them,
-    then what a pick on this many seeds agreed with when measured (and what one more seed bought). Empty when the
-    best had no other trained candidate to be picked against."""
+    then what a pick on this many seeds agreed with when measured (and what one more seed bought). `steps`: the run's
+    budget (None for the task's default: then the steps the best trained). Empty when the best had no other trained
+    candidate to be picked against."""
+    steps = steps or (best.training.steps if best.training is not None else None)
     ranked = rank(candidates)
     if len(ranked) < 2 or ranked[0].id != best.id:
         return []

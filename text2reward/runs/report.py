@@ -332,7 +332,7 @@ def write_report(store: RunStore, status: RunStatus | None = None, reason: str |
     if curves:
         lines += ["", "## Learning curves", "", f"![success rate]({curves.name})"]
     if best is not None:
-        lines += best_section(store, best, candidates, header.steps or (best.training.steps if best.training else None))
+        lines += best_section(store, best, candidates, header.steps)
     lines += final_section(store, final)
     store.write_text(layout.REPORT, visible("\n".join(lines)) + "\n")  # no control character raw, whatever a line holds
     return store.paths.report
