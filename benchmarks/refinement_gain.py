@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hp", nargs="*", default=[], metavar="KEY=VALUE", help="hyper-parameter overrides for every training")
     parser.add_argument("--out", type=Path, default=Path("out/refinement_gain"))
     parser.add_argument("--record", nargs="?", type=Path, const=SHIPPED, default=None, metavar="FILE",
-                        help=f"merge the agreement into FILE (default {SHIPPED.relative_to(ROOT)}, what reports cite)")
+                        help="merge the agreement into FILE (default: text2reward/runs/pick_agreement.json, what reports cite)")
     args = parser.parse_args(argv)
     budgets = parse_steps(args.steps, dict.fromkeys(args.tasks, 20_000))
     print(f"# {len(budgets)} task(s), sources {', '.join(args.sources)}; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}", flush=True)
