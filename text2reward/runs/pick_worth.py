@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
 
@@ -27,7 +27,40 @@ SHIPPED = Path(__file__).with_name("pick_agreement.json")
 
 
 @dataclass(frozen=True)
-class Agreement:
+class Counts:
+    """How many picks named the 5-seed truth's best: the figures that add up over tasks and sources."""
+
+    decisions: int
+    agreed: int
+    beyond_noise: int
+    """Decisions whose 5-seed difference was beyond noise (Welch p < 0.05): the only ones where a pick can be wrong
+    for certain."""
+    agreed_beyond_noise: int
+    draws: int = 0
+    """The same decision asked of every choice of `seeds` loop seeds per reward the trainings allow (the pairs source
+    trains 3 loop seeds per reward, so 9 draws at 1 or 2 seeds): 0 where only one draw was made."""
+    agreed_draws: int = 0
+    draws_beyond_noise: int = 0
+    agreed_draws_beyond_noise: int = 0
+
+    def text(self) -> str:
+        beyond = (f"{self.agreed_beyond_noise} of {self.beyond_noise} where the 5-seed difference was beyond noise"
+                  if self.beyond_noise else "none of them beyond noise")
+        text = f"{self.agreed} of {self.decisions} decisions ({beyond})"
+        if self.draws:
+            text += (f"; asked of every draw of seeds the trainings allow, {self.agreed_draws / self.draws:.0%} of "
+                     f"{self.draws} picks" + (f" ({self.agreed_draws_beyond_noise / self.draws_beyond_noise:.0%} of "
+                                              f"{self.draws_beyond_noise} beyond noise)" if self.draws_beyond_noise else ""))
+        return text
+
+
+def summed(measurements: list[Agreement]) -> dict[str, int]:
+    """Each count summed over `measurements`, by name."""
+    return {spec.name: sum(getattr(m, spec.name) for m in measurements) for spec in fields(Counts)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Agreement(Counts):
     """One task's measured picks on `seeds` training seeds per candidate at a budget, against the 5-seed truth."""
 
     source: str
@@ -35,20 +68,8 @@ class Agreement:
     task: str
     steps: int
     seeds: int
-    decisions: int
-    agreed: int
-    beyond_noise: int
-    """Decisions whose 5-seed difference was beyond noise (Welch p < 0.05): the only ones where a pick can be wrong
-    for certain."""
-    agreed_beyond_noise: int
     recorded: str
     """The day the benchmark computed it (YYYY-MM-DD; its trainings may be older, and are reused when run again)."""
-    draws: int = 0
-    """The same decision asked of every choice of `seeds` loop seeds per reward the trainings allow (the pairs source
-    trains 3 loop seeds per reward, so 9 draws at 1 or 2 seeds): 0 where only one draw was made."""
-    agreed_draws: int = 0
-    draws_beyond_noise: int = 0
-    agreed_draws_beyond_noise: int = 0
 
 
 @dataclass(frozen=True)
@@ -66,42 +87,19 @@ def shipped_agreements() -> tuple[Agreement, ...]:
     return tuple(codec.read(AgreementFile, json.loads(SHIPPED.read_text()), str(SHIPPED)).measurements)
 
 
-COUNTS = ("decisions", "agreed", "beyond_noise", "agreed_beyond_noise", "draws", "agreed_draws", "draws_beyond_noise",
-          "agreed_draws_beyond_noise")
-"""The fields of a measurement that add up over tasks and sources."""
-
-
-@dataclass(frozen=True)
-class Pooled:
+@dataclass(frozen=True, kw_only=True)
+class Pooled(Counts):
     """The measurements at one budget and seed count, summed over their tasks and sources."""
 
     steps: int
     seeds: int
     tasks: tuple[str, ...]
-    decisions: int
-    agreed: int
-    beyond_noise: int
-    agreed_beyond_noise: int
-    draws: int = 0
-    agreed_draws: int = 0
-    draws_beyond_noise: int = 0
-    agreed_draws_beyond_noise: int = 0
 
     @property
     def where(self) -> str:
         """`6 tasks (metaworld) at 5,000 steps`."""
         families = sorted({task.split("/")[0] for task in self.tasks})
         return f"{len(self.tasks)} task{'s' if len(self.tasks) != 1 else ''} ({', '.join(families)}) at {self.steps:,} steps"
-
-    def text(self) -> str:
-        beyond = (f"{self.agreed_beyond_noise} of {self.beyond_noise} where the 5-seed difference was beyond noise"
-                  if self.beyond_noise else "none of them beyond noise")
-        text = f"{self.agreed} of {self.decisions} decisions ({beyond})"
-        if self.draws:
-            text += (f"; asked of every draw of seeds the trainings allow, {self.agreed_draws / self.draws:.0%} of "
-                     f"{self.draws} picks" + (f" ({self.agreed_draws_beyond_noise / self.draws_beyond_noise:.0%} of "
-                                              f"{self.draws_beyond_noise} beyond noise)" if self.draws_beyond_noise else ""))
-        return text
 
 
 def measured(seeds: int, steps: int | None, agreements: tuple[Agreement, ...] | None = None) -> Pooled | None:
@@ -113,8 +111,7 @@ def measured(seeds: int, steps: int | None, agreements: tuple[Agreement, ...] | 
     budgets = {a.steps for a in found}
     budget = max(budgets) if not steps else min(budgets, key=lambda b: (abs(math.log(b / steps)), -b))
     chosen = [a for a in found if a.steps == budget]
-    return Pooled(steps=budget, seeds=seeds, tasks=tuple(sorted({a.task for a in chosen})),
-                  **{name: sum(getattr(a, name) for a in chosen) for name in COUNTS})
+    return Pooled(steps=budget, seeds=seeds, tasks=tuple(sorted({a.task for a in chosen})), **summed(chosen))
 
 
 def seeds_of(candidate: Candidate) -> int:
