@@ -6,7 +6,7 @@ reaches the budget), but `benchmarks/refinement_gain.py` leaves full-budget `t2r
 per task, each on several seeds (its `--out` folder). Every pairing of two trainings of different rewards of one task,
 at one budget, is a round of two candidates whose whole future is known. For each pairing this script feeds both
 curves to the loop's own `EarlyStopper` (training/early_stop.py, its default rule) point by point in step order, as
-two workers in lockstep, and stops feeding a candidate once it is stopped. Then, for each stop:
+two workers in lockstep, until one of the two is stopped. Then, for each stop:
 
 - **wrong (this round)**: at the full budget the stopped training ranks above the one that stopped it, by
   runs.ranking's order (final success over the final evaluation's episodes, then the score: success-curve area plus
@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from scipy import stats
+from refinement_gain import welch_p
 
 from policies.curve import CurvePoint
 from policies.score import score_of
@@ -121,26 +121,14 @@ def trainings(out: Path, tasks: set[str] | None, budgets: set[int] | None) -> li
 def replay(a: Training, b: Training, rule: EarlyStopRule) -> tuple[str, int, str] | None:
     """(stopped name, rung steps, leader name) when the stopper stops one of the two, else None."""
     stopper = EarlyStopper(a.budget, a.eval_freq, rule)
-    names = {"a": a, "b": b}
-    points = sorted(((p.steps, name, p) for name, t in names.items() for p in t.curve), key=lambda item: (item[0], item[1]))
-    running = set(names)
+    points = sorted(((p.steps, name, p) for name, t in (("a", a), ("b", b)) for p in t.curve), key=lambda item: (item[0], item[1]))
     for _, name, point in points:
-        if name not in running:
-            continue
         stopper.add_point(name, point)
-        decisions = stopper.decide(sorted(running))
-        for stopped, decision in decisions.items():
+        decisions = stopper.decide(["a", "b"])
+        if decisions:  # a round of two has one stop at most: the other then trains alone
+            stopped, decision = next(iter(decisions.items()))
             return stopped, decision.steps, decision.leader or ("b" if stopped == "a" else "a")
     return None
-
-
-def welch_p(a: Sequence[float], b: Sequence[float]) -> float:
-    """Welch's two-sided p between two samples of scores (1 when either has fewer than two, or neither varies)."""
-    if len(a) < 2 or len(b) < 2:
-        return 1.0
-    if max(a) == min(a) and max(b) == min(b):
-        return 1.0 if a[0] == b[0] else 0.0
-    return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
 
 
 def stops_of(group: Sequence[Training], rule: EarlyStopRule) -> tuple[list[Stop], int]:
@@ -205,9 +193,10 @@ def main(argv: list[str] | None = None) -> None:
     for t in found:
         groups[t.task, t.budget].append(t)
     print(f"# {len(found)} full-budget trainings in {args.out}, {len(groups)} (task, budget) groups")
-    results = {text: per_task(groups, parse_rule(text)) for text in args.rules}
+    rules = {text: parse_rule(text) for text in args.rules}
+    results = {text: per_task(groups, rule) for text, rule in rules.items()}
     for text, by_task in results.items():
-        rule = parse_rule(text)
+        rule = rules[text]
         print(f"\n## rule {text}: {rule}\n")
         print("| task | budget | rewards | trainings | pairings | stops per rung | wrong (round) | wrong (reward) | "
               "distinct stopped trainings |")

@@ -150,12 +150,18 @@ def truth_decision(truth: dict[str, list[float]]) -> tuple[str, bool, float]:
     """(the best by held-out mean score, whether it beats the runner-up beyond noise, Welch's p)."""
     ordered = sorted(truth, key=lambda label: sum(truth[label]) / len(truth[label]), reverse=True)
     best, second = ordered[0], ordered[1]
-    a, b = truth[best], truth[second]
-    if max(a) == min(a) and max(b) == min(b):
-        p = 1.0 if a[0] == b[0] else 0.0
-    else:
-        p = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+    p = welch_p(truth[best], truth[second])
     return best, p < ALPHA, p
+
+
+def welch_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """Welch's two-sided p between two samples of scores (1 when either has fewer than two; two constant samples are
+    1 when equal and 0 when not: as far apart as can be)."""
+    if len(a) < 2 or len(b) < 2:
+        return 1.0
+    if max(a) == min(a) and max(b) == min(b):
+        return 1.0 if a[0] == b[0] else 0.0
+    return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
 
 
 def gain_interval(later: Sequence[float], earlier: Sequence[float]) -> tuple[float, float, float]:
