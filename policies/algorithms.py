@@ -101,6 +101,15 @@ def cache_jax_compilations() -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
+def jax_kept_to_cpu() -> bool:
+    """Whether `use_jax_device("cpu")` kept this process's JAX to its CPU backend (for the rest of the process's life)."""
+    if "jax" not in sys.modules or os.environ.get("JAX_PLATFORMS"):
+        return False
+    import jax  # imported already
+
+    return getattr(jax.config, "jax_platforms", None) == "cpu"  # a flag JAX declares at run time
+
+
 def jax_gpu_count() -> int:
     """The GPUs JAX can train on (none with its CPU-only build, whatever the machine has)."""
     try:
@@ -112,10 +121,15 @@ def jax_gpu_count() -> int:
 
 
 def use_jax_device(device: str) -> None:
-    """Put SBX's computations where `--device` says: JAX picks a GPU by itself when its CUDA build is there."""
+    """Put SBX's computations where `--device` says: JAX picks a GPU by itself when its CUDA build is there.
+    A CPU job also keeps JAX to its CPU backend (`jax_platforms`, where no backend is built yet and the user set no
+    JAX_PLATFORMS): otherwise JAX starts every backend it has, and on a GPU machine each CPU job would hold a CUDA
+    context and GPU memory it never uses, and pay the GPU's start-up before its first step."""
     import jax  # SBX trainings only (~0.5 s), after configure_jax's settings
 
     if device == "cpu":
+        if not jax_backend_built() and not os.environ.get("JAX_PLATFORMS"):
+            jax.config.update("jax_platforms", "cpu")
         jax.config.update("jax_default_device", jax.devices("cpu")[0])
     elif device.startswith("cuda"):
         index = int(device.partition(":")[2] or 0)

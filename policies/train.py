@@ -18,7 +18,15 @@ import torch
 from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback, ProgressBarCallback
 from stable_baselines3.common.env_util import make_vec_env
 
-from policies.algorithms import algorithm_class, cache_jax_compilations, configure_jax, get_algorithm, jax_gpu_count, use_jax_device
+from policies.algorithms import (
+    algorithm_class,
+    cache_jax_compilations,
+    configure_jax,
+    get_algorithm,
+    jax_gpu_count,
+    jax_kept_to_cpu,
+    use_jax_device,
+)
 from policies.callbacks import ComponentStatsCallback, SuccessEvalCallback, progress_fields
 from policies.checkpoint import Checkpoint, checkpoint_path
 from policies.config import TrainConfig
@@ -114,11 +122,15 @@ H100, RESULTS.md): one env on cuda ran at 0.68x one CPU core (a [128, 128] updat
 with their 4 updates compiled into one call at 1.28-1.57x, 16 at 5x, 32 at 7.5x."""
 
 
-def auto_device(backend: str, on_policy: bool, n_envs: int, gpus: int) -> str:
+def gpu_pays(backend: str, on_policy: bool, n_envs: int) -> bool:
     """The measured rule behind `--device auto`: never the slower device. A GPU only for SBX (JAX) off-policy training
     at n_envs >= GPU_MIN_ENVS; PPO's small MLP updates and SB3's per-update Python dispatch (SB3 SAC ran 81 steps/s on
     cuda against 106 on cpu at one env) stay on the CPU."""
-    return "cuda" if gpus and backend == "sbx" and not on_policy and n_envs >= GPU_MIN_ENVS else "cpu"
+    return backend == "sbx" and not on_policy and n_envs >= GPU_MIN_ENVS
+
+
+def auto_device(backend: str, on_policy: bool, n_envs: int, gpus: int) -> str:
+    return "cuda" if gpus and gpu_pays(backend, on_policy, n_envs) else "cpu"
 
 
 def resolve_device(device: str, algo: str | None = None, n_envs: int = 1) -> str:
@@ -126,17 +138,20 @@ def resolve_device(device: str, algo: str | None = None, n_envs: int = 1) -> str
     the training library sees. SB3 trains with torch, SBX with JAX, and each needs its own GPU build to see one."""
     check_device_spelling(device)
     algorithm = get_algorithm(algo) if algo is not None else None
+    if device == "cpu" or (device == "auto" and (algorithm is None or not gpu_pays(algorithm.backend, algorithm.on_policy, n_envs))):
+        return "cpu"  # without counting GPUs: JAX's count starts its GPU backend (a CUDA context and memory) for good
     if algorithm is not None and algorithm.backend == "sbx":
         gpus = jax_gpu_count()
-        missing = "CUDA was requested but JAX sees no GPU; install JAX's CUDA build (pip install 'jax[cuda12]') or use --device cpu"
+        missing = ("CUDA was requested but JAX sees no GPU in this process: it trained on the CPU before, which keeps "
+                   "its JAX to the CPU (train on cuda in a new process)" if jax_kept_to_cpu() else
+                   "CUDA was requested but JAX sees no GPU; install JAX's CUDA build (pip install 'jax[cuda12]') or use --device cpu")
     else:
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         missing = "CUDA was requested but no CUDA GPU is visible; use --device cpu or --device auto"
     if device.startswith("cuda") and not gpus:
         raise ConfigError(missing)
     if device == "auto":
-        if algorithm is None:
-            return "cpu"
+        assert algorithm is not None  # checked above
         return auto_device(algorithm.backend, algorithm.on_policy, n_envs, gpus)
     if device.startswith("cuda:"):  # a GPU index that exists
         index = device.partition(":")[2]

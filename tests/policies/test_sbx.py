@@ -1,11 +1,14 @@
 """SBX (SB3's algorithms in JAX) behind `--algo sbx-sac` / `sbx-ppo`: tiny real runs, saved and evaluated."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
 
-from policies.algorithms import jax_gpu_count
+from policies.algorithms import jax_gpu_count, jax_kept_to_cpu
 from policies.hyperparams import load_hyperparams
 from policies.train import RESULT_FILE, TrainConfig, load_policy, resolve_device, train
 from sim_envs.errors import ConfigError
@@ -64,9 +67,44 @@ def test_devices_for_sbx_follow_what_jax_sees():
     assert resolve_device("auto", "sbx-ppo") == "cpu"
     assert resolve_device("auto", "sbx-sac") == "cpu"  # one env: the GPU was slower (benchmarks/RESULTS.md)
     assert resolve_device("auto", "sbx-sac", n_envs=16) == ("cuda" if gpus else "cpu")
-    device, message = (f"cuda:{gpus}", "names no GPU here") if gpus else ("cuda", "JAX sees no GPU; install JAX's CUDA build")
+    no_gpu = "JAX sees no GPU in this process: it trained on the CPU before" if jax_kept_to_cpu() else "JAX sees no GPU; install JAX's CUDA build"
+    device, message = (f"cuda:{gpus}", "names no GPU here") if gpus else ("cuda", no_gpu)
     with pytest.raises(ConfigError, match=message):
         resolve_device(device, "sbx-sac")
+
+
+CPU_JOB = """
+import jax
+from policies.algorithms import jax_backend_built, jax_kept_to_cpu
+from policies.train import library_device, resolve_device
+from sim_envs.errors import ConfigError
+assert resolve_device("cpu", "sbx-sac") == resolve_device("auto", "sbx-sac") == resolve_device("auto", "sbx-ppo", n_envs=16) == "cpu"
+print("backend after resolving:", jax_backend_built())
+library_device("sbx-sac", "cpu")  # what building or loading a CPU job's SBX model does first
+print("platforms:", jax.config.jax_platforms, "kept:", jax_kept_to_cpu(), "devices:", sorted({d.platform for d in jax.devices()}))
+try:
+    resolve_device("cuda", "sbx-sac")
+except ConfigError as exc:
+    print("cuda:", exc)
+"""
+
+
+def test_a_cpu_job_never_starts_jaxs_gpu_backend():
+    """On a GPU machine JAX starts every backend it has at its first device query, and each CPU job would then hold a
+    CUDA context and GPU memory it never uses: resolving `cpu` or an `auto` that picks the CPU counts no GPU (the
+    backend stays unbuilt), and a CPU job keeps JAX to the CPU before its first device query. Run in a fresh process
+    (this one may have built JAX's backend already)."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    done = subprocess.run([sys.executable, "-c", CPU_JOB], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "backend after resolving: False"
+    assert lines[1] == "platforms: cpu kept: True devices: ['cpu']"
+    assert lines[2].startswith("cuda: CUDA was requested but JAX sees no GPU in this process: it trained on the CPU before")
+    user_choice = subprocess.run([sys.executable, "-c", CPU_JOB], capture_output=True, text=True, env={**env, "JAX_PLATFORMS": "cpu"},
+                                 timeout=300)  # the user's JAX_PLATFORMS is theirs: not reported as the job's doing
+    assert user_choice.returncode == 0, user_choice.stderr
+    assert "kept: False" in user_choice.stdout and "install JAX's CUDA build" in user_choice.stdout
 
 
 def test_an_unknown_algorithm_names_the_choices():
