@@ -25,6 +25,12 @@ def format_seconds(seconds: float | None) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
+def evaluations_of(count: int, episodes: int) -> str:
+    """`3 evaluations of 5 episodes each`, `1 evaluation of 1 episode`: how many readings a curve had, and their size."""
+    return (f"{count} evaluation{'s' if count != 1 else ''} of {episodes} episode{'s' if episodes != 1 else ''}"
+            f"{' each' if count != 1 else ''}")
+
+
 def format_success(rate: float | None, episodes: int | None = None) -> str:
     """A success rate in two decimals, with its episodes and 95% interval when they are known: `0.27 (8 of 30 episodes,
     95% interval 0.14-0.45)`; `-` when there is none."""

@@ -121,6 +121,19 @@ def curve_result(points, final_rate, final_episodes=30, history=None):
             "eval_episodes": 5, "final_eval_episodes": final_episodes}
 
 
+def test_a_curve_that_never_succeeded_says_how_many_evaluations_of_how_many_episodes():
+    """`t2r train`'s line and the reflection tip read "2 evaluations of 1 episode each", never "2 of 1 episodes"."""
+    from policies.formatting import evaluations_of
+    from text2reward.cli.policy_commands import best_during_training
+
+    assert evaluations_of(3, 5) == "3 evaluations of 5 episodes each" and evaluations_of(1, 1) == "1 evaluation of 1 episode"
+    zeros = [(1000, 0.0, 1, 5.0, 0.0), (2000, 0.0, 1, 6.0, 0.0)]
+    data = curve_result(zeros, 0.1)
+    assert best_during_training(data["curve"], 1) == "no evaluation during training succeeded (2 evaluations of 1 episode each)"
+    tip = next(t for t in reflection_tips(data | {"eval_episodes": 1}) if t.startswith("Success was 0 at every evaluation"))
+    assert "(2 evaluations of 1 episode each) and only the final evaluation saw any (0.10 (3 of 30 episodes" in tip
+
+
 def test_a_return_trend_compares_evaluations_of_equal_size_and_names_the_peak():
     """The issue's case: 104 at a 5-episode first evaluation, 236 at the 30-episode final one, a peak of 437 between."""
     points = [(5000, 0.0, 5, 104.0, 10.0), (15000, 0.0, 5, 437.0, 10.0), (25000, 0.0, 5, 300.0, 10.0), (30000, 0.0, 30, 236.0, 10.0)]
@@ -200,7 +213,7 @@ def test_the_report_of_an_early_stopped_best_and_a_skipped_final_stage(tmp_path:
     report = write_report(store).read_text()
     assert "## Final comparison (re-trained from scratch on new seeds)" not in report
     assert "No final comparison: the stage was skipped" in report
-    assert "| r0-s0 | trained | 0.07 (2 of 30 episodes, 95% interval 0.02-0.21) | never above 0 (2 evaluations of 5 episodes) | - | stopped early at step 8,000" in report
+    assert "| r0-s0 | trained | 0.07 (2 of 30 episodes, 95% interval 0.02-0.21) | never above 0 (2 evaluations of 5 episodes each) | - | stopped early at step 8,000" in report
     assert "## Best reward: r0-s0 (success 0.07 (2 of 30 episodes, 95% interval 0.02-0.21))" in report
     assert_one_voice(report, Rate(2, 30))
 

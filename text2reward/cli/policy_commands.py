@@ -13,7 +13,7 @@ import typer
 import sim_envs
 from policies.config import TrainConfig
 from policies.curve import CurvePoint
-from policies.formatting import format_seconds
+from policies.formatting import evaluations_of, format_seconds
 from policies.io import write_json_atomic
 from policies.score import progress_text
 from policies.stats import Rate
@@ -300,6 +300,6 @@ def best_during_training(curve: list[dict], episodes: int) -> str:
     points = [read(CurvePoint, p, "result.json") for p in curve]
     points = [p for p in points if (p.episodes or episodes) == episodes]  # not the final evaluation appended to it
     if not points or max(p.success_rate for p in points) <= 0:
-        return f"no evaluation during training succeeded ({len(points)} of {episodes} episodes each)"
+        return f"no evaluation during training succeeded ({evaluations_of(len(points), episodes)})"
     top = max(points, key=lambda p: p.success_rate)
     return f"best during training {Rate.of(top.success_rate, top.episodes or episodes).text()} at step {top.steps:,}"

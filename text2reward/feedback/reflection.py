@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from policies.curve import CurvePoint
+from policies.formatting import evaluations_of
 from policies.score import progress_clause
 from policies.stats import Rate
 from text2reward.runs.records import ComponentStats, ComponentWindow, TrainingResult, read, write
@@ -214,7 +215,7 @@ def _success_tips(data: TrainingResult, curve: list[CurvePoint], during: int, fi
                     f"{curve[top].steps:,} reached {_point_rate(curve[top], during).text()}: the policy did "
                     f"not keep what it found; {advice}")
     elif curve and max(successes) == 0.0:
-        tips.append(f"Success was 0 at every evaluation during training ({len(curve)} of {during} episodes each) and only the "
+        tips.append(f"Success was 0 at every evaluation during training ({evaluations_of(len(curve), during)}) and only the "
                     f"final evaluation saw any ({final.text()}): the policy is only beginning to complete the task; "
                     f"{advice}")
     tips += _hacking_tips(curve, during, final)
@@ -248,7 +249,7 @@ def _hacking_tips(curve: list[CurvePoint], during: int, final: Rate) -> list[str
     return [
         f"Evaluation returns rose from {_fmt(returns[0])} (step {points[0].steps:,}) to a peak of "
         f"{_fmt(returns[top])} (step {points[top].steps:,}) and ended at {_fmt(returns[-1])}, comparing the "
-        f"{len(points)} evaluations of {n} episodes each; the rise is more than {NOISE_SIGMAS:g} standard errors "
+        f"{evaluations_of(len(points), n)}; the rise is more than {NOISE_SIGMAS:g} standard errors "
         f"({_fmt(noise)}), while success did not rise beyond noise (first evaluation {first.text()}, final "
         f"{final.text()}): the policy learns to collect reward without doing the task (the reward is being hacked); "
         "find the component that grows and make sure it cannot be earned without real progress."

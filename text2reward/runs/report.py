@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from policies.formatting import format_success
+from policies.formatting import evaluations_of, format_success
 from policies.reward_modes import mode_report_text
 from policies.stats import Rate
 from text2reward.inert import markdown_block, markdown_inline, visible
@@ -186,7 +186,7 @@ def _best_during(training: TrainingSummary | None) -> str:
         return "-"
     top = max(curve, key=lambda p: p.success_rate)
     if top.success_rate <= 0:
-        return f"never above 0 ({len(curve)} evaluations of {training.eval_episodes} episodes)"
+        return f"never above 0 ({evaluations_of(len(curve), training.eval_episodes)})"
     rate = Rate.of(top.success_rate, top.episodes or training.eval_episodes)
     return f"{rate.text()} at step {top.steps:,}"
 
