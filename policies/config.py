@@ -7,6 +7,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+GPU_MIN_ENVS = 4
+"""`--device auto` puts an SBX off-policy training on a GPU only from this many envs (benchmarks/throughput.py on an
+H100, RESULTS.md): one env on cuda ran at 0.68x one CPU core (a [128, 128] update on 256 rows is launch-bound), 4 envs
+with their 4 updates compiled into one call at 1.28-1.57x, 16 at 5x, 32 at 7.5x."""
+DEVICE_HELP = (f"auto (cuda only for SBX's SAC with --hp n_envs={GPU_MIN_ENVS} or more and a GPU JAX sees, where the GPU "
+               "was measured faster; else cpu), cpu, cuda or cuda:N")
+
 
 @dataclass
 class TrainConfig:

@@ -29,7 +29,7 @@ from policies.algorithms import (
 )
 from policies.callbacks import ComponentStatsCallback, SuccessEvalCallback, progress_fields
 from policies.checkpoint import Checkpoint, checkpoint_path
-from policies.config import TrainConfig
+from policies.config import GPU_MIN_ENVS, TrainConfig
 from policies.evaluate import EvalResult, evaluate, model_actor
 from policies.her import HER_POLICY, check_learning_starts, her_algo_kwargs, her_buffer_size, resolve_her
 from policies.hyperparams import Hyperparams
@@ -114,12 +114,6 @@ class TrainResult:
     def policy(self) -> Policy:
         """The trained policy (`predict`, `save`, `Policy.load`), loaded from `model_path`."""
         return Policy.load(Path(self.model_path).parent)
-
-
-GPU_MIN_ENVS = 4
-"""`--device auto` puts an SBX off-policy training on a GPU only from this many envs (benchmarks/throughput.py on an
-H100, RESULTS.md): one env on cuda ran at 0.68x one CPU core (a [128, 128] update on 256 rows is launch-bound), 4 envs
-with their 4 updates compiled into one call at 1.28-1.57x, 16 at 5x, 32 at 7.5x."""
 
 
 def gpu_pays(backend: str, on_policy: bool, n_envs: int) -> bool:

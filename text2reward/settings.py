@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Optional, TypeVar
 import yaml
 
 import sim_envs
-from policies.config import TrainConfig
+from policies.config import DEVICE_HELP, TrainConfig
 from policies.reward_modes import DEFAULT_REWARD_MODE, check_mode, mode_help, reward_mode
 from text2reward.errors import ConfigError
 from text2reward.generation.llm import BackendSettings, BackendSpec, backend_spec, backend_specs, image_backends
@@ -210,7 +210,7 @@ class TrainingSettings:
         help="stop a candidate clearly behind the round's leader at half the budget (--no-early-stop trains each to the end)"))
     """A round's candidates stop at the run's `success_threshold`, or when clearly behind the round's leader at a rung
     of the budget (training/early_stop.py); `--no-early-stop` trains each to its full budget."""
-    device: str = field(default="auto", metadata=option("--device", help="auto, cpu or cuda"))
+    device: str = field(default="auto", metadata=option("--device", help=DEVICE_HELP))
     algo: str | None = field(default=None, metadata=option(
         "--algo", help="sbx-sac, sbx-ppo (SBX, JAX), sac or ppo (SB3, PyTorch); default: the task family's"))
     """The training algorithm; None: the task family's default."""

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 import sim_envs
-from policies.config import TrainConfig
+from policies.config import DEVICE_HELP, TrainConfig
 from policies.curve import CurvePoint
 from policies.formatting import evaluations_of, format_seconds
 from policies.io import write_json_atomic
@@ -76,7 +76,7 @@ def train(
     seed: Annotated[int, typer.Option(help="seed of the policy, the environment and evaluation")] = 0,
     out: Annotated[Path, typer.Option(help="output directory")] = Path("runs/train"),
     reward_mode: RewardModeOption = "dense",
-    device: Annotated[str, typer.Option(help="auto, cpu or cuda")] = "auto",
+    device: Annotated[str, typer.Option(help=DEVICE_HELP)] = "auto",
     algo: Annotated[Optional[str], typer.Option(help="sac, ppo (SB3), sbx-sac or sbx-ppo (SBX, JAX) (default: the family's)")] = None,
     eval_freq: Annotated[Optional[int], typer.Option(help="env steps between success evaluations")] = None,
     eval_episodes: Annotated[Optional[int], typer.Option(help="episodes per evaluation")] = None,
