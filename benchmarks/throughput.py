@@ -11,9 +11,15 @@ training; configurations run in shuffled turns so drift on a shared machine fall
     python benchmarks/throughput.py                                   # cpu, n_envs 1 4 16, reach-v3
     python benchmarks/throughput.py --devices cpu cuda --n-envs 1 4 16 --vec dummy subproc --seconds 20
     python benchmarks/throughput.py --start-latency 5                 # a job's start: fresh process vs fork server
+    python benchmarks/throughput.py --job-memory --devices cpu auto cuda --n-envs 1 4 16   # GPU memory per t2r train
 
 Prints one row per configuration: env steps/s (median over repeats), updates/s, the ratio to the 1-env cpu row,
 and for cuda the peak GPU memory JAX held for the job (what several candidates sharing one GPU must fit in).
+
+`--job-memory` runs the product's own path instead: one `t2r train` per device and n_envs (`--devices auto cpu cuda`),
+sampling `nvidia-smi` every half second for the GPU memory its process holds, CUDA context included (what several
+candidates sharing one GPU must fit in; JAX's own `peak_bytes_in_use` above leaves the context out). A CPU job should
+hold none. Without `nvidia-smi` it says so and measures nothing.
 
 `--start-latency N` measures instead what a training job costs before it trains: N jobs started as fresh processes
 and N forked from the launcher's preloaded server (training/forkserver.py), in alternating turns, each through
@@ -158,6 +164,47 @@ def start_latency(task_id: str, repeats: int) -> dict[str, Any]:
             "runs": times}
 
 
+def gpu_memory_by_pid(csv_text: str) -> dict[int, int]:
+    """MiB per process from `nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits`."""
+    held: dict[int, int] = {}
+    for line in csv_text.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) == 2 and fields[0].isdigit() and fields[1].isdigit():
+            held[int(fields[0])] = held.get(int(fields[0]), 0) + int(fields[1])
+    return held
+
+
+def job_memory(task_id: str, devices: list[str], n_envs: list[int], steps: int) -> list[dict[str, Any]]:
+    """One `t2r train` (SBX SAC, the expert reward) per device and n_envs; the GPU memory its process held at most."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    smi = shutil.which("nvidia-smi")
+    query = [smi or "nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"]
+    rows = []
+    for device in devices:
+        for n in n_envs:
+            out = Path(tempfile.mkdtemp(prefix="t2r-job-memory-"))
+            command = [sys.executable, "-m", "text2reward.cli", "train", "--task", task_id, "--reward", "expert",
+                       "--algo", "sbx-sac", "--steps", str(steps), "--device", device, "--hp", f"n_envs={n}",
+                       "--eval-freq", str(steps), "--eval-episodes", "1", "--out", str(out)]
+            process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            peak = 0
+            while process.poll() is None:
+                if smi:
+                    sampled = subprocess.run(query, capture_output=True, text=True, timeout=30).stdout
+                    peak = max(peak, gpu_memory_by_pid(sampled).get(process.pid, 0))
+                time.sleep(0.5)
+            error = process.stderr.read().strip().splitlines()[-1:] if process.returncode else []
+            result = json.loads((out / "result.json").read_text()) if (out / "result.json").is_file() else {}
+            rows.append({"device_asked": device, "n_envs": n, "trained_on": result.get("device"),
+                         "steps_per_s": result.get("steps_per_second"), "gpu_mib": peak if smi else None,
+                         "error": error[0] if error else None})
+            print(f"# {rows[-1]}", flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -174,7 +221,24 @@ def main() -> None:
     parser.add_argument("--json", help="also write the rows here")
     parser.add_argument("--start-latency", type=int, metavar="N",
                         help="measure N job starts each way (fresh process, fork server) instead of throughput")
+    parser.add_argument("--job-memory", action="store_true",
+                        help="GPU memory each `t2r train` process holds, per --devices and --n-envs (needs nvidia-smi)")
+    parser.add_argument("--steps", type=int, default=3000, help="steps per `t2r train` of --job-memory")
     args = parser.parse_args()
+    if args.job_memory:
+        rows = job_memory(args.task, args.devices, args.n_envs, args.steps)
+        if rows and rows[0]["gpu_mib"] is None:
+            print("no nvidia-smi here: the GPU memory per job needs a machine with an NVIDIA GPU")
+        print(f"\n{args.task}, SBX SAC, {args.steps} steps per job, {os.cpu_count()} cores")
+        print(f"{'--device':<9} {'n_envs':>6} {'trained on':>10} {'steps/s':>8} {'GPU MiB held':>13}")
+        for row in rows:
+            held = "-" if row["gpu_mib"] is None else str(row["gpu_mib"])
+            print(f"{row['device_asked']:<9} {row['n_envs']:>6} {row['trained_on'] or row['error'] or '-':>10} "
+                  f"{row['steps_per_s'] or float('nan'):>8.0f} {held:>13}")
+        if args.json:
+            with open(args.json, "w") as handle:
+                json.dump(rows, handle, indent=1)
+        return
     if args.child:
         print(json.dumps(child(**json.loads(args.child))))
         return
