@@ -82,9 +82,11 @@ class Policy:
         return cls(model=model, task=meta["task"], algo=meta["algo"], her=bool(meta.get("her")))
 
 
-def load_policy(path: str | Path) -> tuple[Any, dict[str, Any]]:
+def load_policy(path: str | Path, jax_device: str | None = None) -> tuple[Any, dict[str, Any]]:
     """A saved model and the result.json beside it (a run directory or its model.zip). A policy trained with HER
-    reads dict observations: build its env with `flatten=policies.her.flat_observations(meta)`."""
+    reads dict observations: build its env with `flatten=policies.her.flat_observations(meta)`. `jax_device` places an
+    SBX policy (`policies.algorithms.use_jax_device`; "cpu" keeps this process's JAX to the CPU for good, so only a
+    process of ours passes it); None leaves JAX's own choice."""
     path = Path(path)
     model_path = path / MODEL_FILE if path.is_dir() else path
     result_path = model_path.parent / RESULT_FILE
@@ -93,8 +95,10 @@ def load_policy(path: str | Path) -> tuple[Any, dict[str, Any]]:
     meta = json.loads(result_path.read_text())
     from stable_baselines3.common.buffers import DictReplayBuffer  # torch and SB3: only loading a policy pays them
 
-    from policies.algorithms import algorithm_class
+    from policies.algorithms import algorithm_class, get_algorithm, use_jax_device
 
+    if jax_device is not None and get_algorithm(meta["algo"]).backend == "sbx":
+        use_jax_device(jax_device)
     custom_objects = None
     if meta.get("her"):  # SB3 rebuilds a HerReplayBuffer on load, which needs the training env; a policy that only acts needs neither
         custom_objects = {"replay_buffer_class": DictReplayBuffer, "replay_buffer_kwargs": {}}

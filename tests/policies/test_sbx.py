@@ -29,6 +29,12 @@ def test_sbx_sac_trains_and_its_saved_policy_is_evaluated(tmp_path):
     evaluated = CliRunner().invoke(app, ["evaluate", "--model", str(out), "--episodes", "2"])
     assert evaluated.exit_code == 0, evaluated.output
     assert "success rate" in evaluated.output and "over 2 episodes" in evaluated.output
+    # `t2r evaluate` and `t2r video` act one observation at a time: their SBX policy is kept to the CPU (no GPU held)
+    acting = ("import sys; from policies.algorithms import jax_kept_to_cpu; from text2reward.cli.saved_policy import SavedPolicy; "
+              "SavedPolicy.load(__import__('pathlib').Path(sys.argv[1])); print(jax_kept_to_cpu())")
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    loaded = subprocess.run([sys.executable, "-c", acting, str(out)], capture_output=True, text=True, env=env, timeout=300)
+    assert loaded.returncode == 0 and loaded.stdout.split() == ["True"], loaded.stderr
 
 
 def test_sbx_ppo_trains_on_locomotion(tmp_path):

@@ -29,7 +29,7 @@ class SavedPolicy:
 
     @classmethod
     def load(cls, folder: Path) -> SavedPolicy:
-        policy, meta = load_policy(folder)
+        policy, meta = load_policy(folder, jax_device="cpu")  # one observation at a time: a GPU would only add launches
         return cls(sim_envs.get_task(meta["task"]), model_actor(policy), flat_observations(meta))
 
     def evaluate(self, episodes: int, seed: int, on_episode: EpisodeCallback | None = None) -> EvalResult:
