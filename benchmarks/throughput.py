@@ -189,14 +189,15 @@ def job_memory(task_id: str, devices: list[str], n_envs: list[int], steps: int) 
             command = [sys.executable, "-m", "text2reward.cli", "train", "--task", task_id, "--reward", "expert",
                        "--algo", "sbx-sac", "--steps", str(steps), "--device", device, "--hp", f"n_envs={n}",
                        "--eval-freq", str(steps), "--eval-episodes", "1", "--out", str(out)]
-            process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            peak = 0
-            while process.poll() is None:
-                if smi:
-                    sampled = subprocess.run(query, capture_output=True, text=True, timeout=30).stdout
-                    peak = max(peak, gpu_memory_by_pid(sampled).get(process.pid, 0))
-                time.sleep(0.5)
-            error = process.stderr.read().strip().splitlines()[-1:] if process.returncode else []
+            with open(out / "stderr.txt", "w") as stderr:  # a file, not a pipe: a full pipe would stall the job
+                process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+                peak = 0
+                while process.poll() is None:
+                    if smi:
+                        sampled = subprocess.run(query, capture_output=True, text=True, timeout=30).stdout
+                        peak = max(peak, gpu_memory_by_pid(sampled).get(process.pid, 0))
+                    time.sleep(0.5)
+            error = (out / "stderr.txt").read_text().strip().splitlines()[-1:] if process.returncode else []
             result = json.loads((out / "result.json").read_text()) if (out / "result.json").is_file() else {}
             rows.append({"device_asked": device, "n_envs": n, "trained_on": result.get("device"),
                          "steps_per_s": result.get("steps_per_second"), "gpu_mib": peak if smi else None,
