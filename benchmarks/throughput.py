@@ -119,8 +119,8 @@ MARKED = dataclasses.replace(BASE, id="bench/first-step", env_factory=make)
 """
 
 
-def start_latency(task_id: str, repeats: int) -> dict[str, Any]:
-    """Start `repeats` tiny jobs each way, alternating; the seconds to each job's first env step and to its end."""
+def start_latency(task_id: str, repeats: int, algo: str = "sbx-sac") -> dict[str, Any]:
+    """Start `repeats` tiny jobs of `algo` each way, alternating; the seconds to each job's first env step and to its end."""
     import tempfile
     from pathlib import Path
 
@@ -141,7 +141,7 @@ def start_latency(task_id: str, repeats: int) -> dict[str, Any]:
         for way in (("fresh", "preloaded") if turn % 2 == 0 else ("preloaded", "fresh")):
             out = root / f"{way}{turn}"
             out.mkdir()
-            job = TrainJob(train=TrainConfig(task_id="bench/first-step", out_dir=out / "train", reward="expert", steps=200,
+            job = TrainJob(train=TrainConfig(task_id="bench/first-step", out_dir=out / "train", reward="expert", steps=200, algo=algo,
                                              eval_freq=100, eval_episodes=1, overrides={"learning_starts": 50, "batch_size": 32}),
                            task_file=str(task_file), analysis_episodes=0)
             job.write()
@@ -225,6 +225,7 @@ def main() -> None:
     parser.add_argument("--job-memory", action="store_true",
                         help="GPU memory each `t2r train` process holds, per --devices and --n-envs (needs nvidia-smi)")
     parser.add_argument("--steps", type=int, default=3000, help="steps per `t2r train` of --job-memory")
+    parser.add_argument("--algo", default="sbx-sac", help="the algorithm of --start-latency's jobs (sac, ppo: SB3's)")
     args = parser.parse_args()
     if args.job_memory:
         rows = job_memory(args.task, args.devices, args.n_envs, args.steps)
@@ -244,8 +245,8 @@ def main() -> None:
         print(json.dumps(child(**json.loads(args.child))))
         return
     if args.start_latency:
-        result = start_latency(args.task, args.start_latency)
-        print(f"\n{args.task}, 200-step jobs, {os.cpu_count()} cores, median of {args.start_latency} each way; fork server "
+        result = start_latency(args.task, args.start_latency, args.algo)
+        print(f"\n{args.task}, 200-step {args.algo} jobs, {os.cpu_count()} cores, median of {args.start_latency} each way; fork server "
               f"ready {result['server_start_s']:.1f} s after it was asked for")
         print(f"{'start':<10} {'to first step (s)':>18} {'to end (s)':>11}")
         for way in ("fresh", "preloaded"):

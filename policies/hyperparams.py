@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import copy
 import difflib
-import inspect
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from policies.algorithms import algorithm_class, get_algorithm
-from policies.signatures import constructor_arguments
+from policies.algorithms import get_algorithm
+from policies.signatures import constructor_arguments, policy_arguments
 from sim_envs.errors import ConfigError
 from sim_envs.registry import family_hyperparams_file
 
@@ -99,9 +98,8 @@ def _read(path: Path) -> Hyperparams:
 
 def carry_settings(params: Hyperparams, algo: str) -> Hyperparams:
     """`params` for another implementation of its algorithm, without the keys that one does not take."""
-    target = algorithm_class(algo)
-    accepted = inspect.signature(target.__init__).parameters
-    policy_accepts = inspect.signature(target.policy_aliases[params.policy].__init__).parameters
+    accepted = constructor_arguments(algo)  # from the cache file: a `t2r run --algo sac` driver imports no torch for it
+    policy_accepts = policy_arguments(algo, params.policy)
     return Hyperparams(
         algo=algo, policy=params.policy, n_envs=params.n_envs, eval_freq=params.eval_freq, eval_episodes=params.eval_episodes,
         final_eval_episodes=params.final_eval_episodes, checkpoint_freq=params.checkpoint_freq,

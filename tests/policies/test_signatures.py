@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from policies.algorithms import ALGORITHMS, algorithm_class
-from policies.signatures import CACHE_FILE, constructor_arguments
+from policies.signatures import CACHE_FILE, constructor_arguments, policy_arguments
 
 TRAINING_LIBRARIES = ("torch", "stable_baselines3", "jax", "sbx")
 
@@ -31,6 +31,16 @@ def test_the_arguments_are_the_libraries_and_are_kept_by_version(cache, algo):
     (key,) = [key for key in json.loads(cache.read_text()) if key.split()[0] == algo]
     assert "stable-baselines3=" in key and (("sbx-rl=" in key) == algo.startswith("sbx"))
     assert constructor_arguments(algo) == expected  # read back from the file
+
+
+@pytest.mark.parametrize("algo", sorted(ALGORITHMS))
+def test_a_policys_arguments_are_the_libraries_and_are_kept_beside_its_algorithms(cache, algo):
+    expected = list(inspect.signature(algorithm_class(algo).policy_aliases["MlpPolicy"].__init__).parameters)
+    assert policy_arguments(algo, "MlpPolicy") == expected
+    assert constructor_arguments(algo) != expected  # its own entry, not the algorithm's
+    keys = [key for key in json.loads(cache.read_text()) if key.split()[0] == algo]
+    assert sorted(key.endswith(" policy=MlpPolicy") for key in keys) == [False, True]
+    assert policy_arguments(algo, "MlpPolicy") == expected
 
 
 def test_a_garbled_file_or_an_entry_of_other_versions_is_read_again_from_the_library(cache):
@@ -53,21 +63,23 @@ import json, sys
 from pathlib import Path
 from policies.config import TrainConfig
 from text2reward.preflight import check_train_config
-check_train_config(TrainConfig(task_id="fetch/reach", out_dir=Path(sys.argv[1]),
+check_train_config(TrainConfig(task_id="fetch/reach", out_dir=Path(sys.argv[1]), algo=sys.argv[2] or None,
                                overrides={"learning_starts": 50, "batch_size": 32, "eval_episodes": 1}))
 print(json.dumps(sorted(sys.modules)))
 """
 
 
-def test_a_drivers_settings_check_imports_no_training_library_once_the_cache_is_warm(tmp_path):
+@pytest.mark.parametrize("algo", ["", "sac"])
+def test_a_drivers_settings_check_imports_no_training_library_once_the_cache_is_warm(tmp_path, algo):
     """What `t2r run` checks before its first line (the family's settings, the device, `--hp` sizes an off-policy
     constructor only stores) costs its driver no import of torch, SB3, JAX or SBX (~3-4 s) once the cache holds the
-    constructor: the first driver on a machine fills it."""
+    constructor: the first driver on a machine fills it. Also with `--algo sac`, where the family's SBX settings are
+    carried to SB3's SAC by the arguments its constructor and its policy's take."""
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
 
     def loaded() -> set[str]:
-        done = subprocess.run([sys.executable, "-c", CHECK_A_RUNS_SETTINGS, str(tmp_path)], capture_output=True, text=True,
-                              timeout=120, env=env)
+        done = subprocess.run([sys.executable, "-c", CHECK_A_RUNS_SETTINGS, str(tmp_path), algo], capture_output=True,
+                              text=True, timeout=120, env=env)
         assert done.returncode == 0, done.stderr
         return set(json.loads(done.stdout.strip().splitlines()[-1]))
 

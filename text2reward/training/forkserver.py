@@ -3,6 +3,8 @@
 Why: a fresh `python -m text2reward.training.job` spends ~6 s importing PyTorch, SB3, JAX, flax, SBX, Gymnasium,
 MuJoCo and MetaWorld before its first step (benchmarks/RESULTS.md); a fork of a process that has imported them is
 at its first step in about a second, and a test suite that trains a few hundred jobs pays the imports once per driver.
+`torch._dynamo` is among them although no job compiles with it: torch's optimizers import it at their first
+construction, ~1.5 s of every SB3 job's start (a forked SB3 SAC job's first step: ~2.0 s without it, ~0.5 s with).
 
 Why fork is safe here: `fork` copies only the calling thread, so a child inherits a broken copy of whatever another
 thread was doing (a lock held, a thread pool half-way through work) and of device contexts (CUDA's cannot cross a
@@ -60,7 +62,7 @@ from typing import Any
 
 from policies.algorithms import jax_backend_built
 
-PRELOAD = ("numpy", "torch", "stable_baselines3", "jax", "flax", "sbx", "gymnasium", "mujoco", "metaworld",
+PRELOAD = ("numpy", "torch", "torch._dynamo", "stable_baselines3", "jax", "flax", "sbx", "gymnasium", "mujoco", "metaworld",
            "sim_envs", "policies.train", "text2reward.training.job", "text2reward.sandbox")
 """What a job imports before its first step (SBX and JAX are optional: a missing one is skipped)."""
 SINGLE_THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1"}
