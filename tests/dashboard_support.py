@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 
 import pytest
 import uvicorn
+from short_training import SHORT_ALGO
 
 from text2reward.dashboard import create_app
 from text2reward.loop import start_run
@@ -52,7 +53,7 @@ def build_runs(base: Path) -> Path:
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
     start_run(RunConfig.of(task_id="fetch/reach", backend="heuristic", rounds=1, samples=2, steps=200, workers=2,
-                           final_seeds=1, eval_freq=100, eval_episodes=1, overrides=TINY, success_threshold=1.01,
+                           final_seeds=1, eval_freq=100, eval_episodes=1, overrides=TINY, algo=SHORT_ALGO, success_threshold=1.01,
                            early_stop=False), runs)  # both candidates train to the end: the pages' figures are fixed
     reply = base / "hostile_reply.md"
     reply.write_text(HOSTILE_REPLY)

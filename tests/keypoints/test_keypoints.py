@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 from openai_server import OpenAITestServer, Say
+from short_training import SHORT_ALGO
 
 from sim_envs import codec, get_task
 from sim_envs.camera import shoot
@@ -253,7 +254,7 @@ def test_keypoints_need_a_model_that_sees(tmp_path):
 @pytest.mark.slow
 def test_a_keypoint_reward_source_trains_its_program_like_a_model_reward(tmp_path):
     config = RunConfig.of(task_id="fetch/push", reward_source="keypoints", keypoints="oracle", rounds=1, samples=1, steps=200,
-                          workers=1, final_seeds=0, compare_expert=False, eval_freq=200, eval_episodes=1, overrides=TINY, video=False)
+                          workers=1, final_seeds=0, compare_expert=False, eval_freq=200, eval_episodes=1, overrides=TINY, algo=SHORT_ALGO, video=False)
     store = start_run(config, tmp_path)
     (candidate,) = store.candidates()
     assert candidate.backend == "keypoints" and candidate.model == "program from oracle keypoints"
@@ -280,7 +281,7 @@ def test_failure_analysis_shows_the_keyframes_and_its_answer_reaches_the_next_pr
         os.environ.setdefault("OPENAI_API_KEY", "test-key")
         config = RunConfig.of(task_id="fetch/reach", backend="openai", model="vision-model", base_url=server.base_url,
                               vision=True, vision_analysis=True, rounds=2, samples=1, steps=150, workers=1, final_seeds=0,
-                              compare_expert=False, eval_freq=150, eval_episodes=1, overrides=TINY, success_threshold=1.01)
+                              compare_expert=False, eval_freq=150, eval_episodes=1, overrides=TINY, algo=SHORT_ALGO, success_threshold=1.01)
         store = start_run(config, tmp_path)
         requests = server.chat_requests
     asked = requests[1]
@@ -346,7 +347,7 @@ def test_a_person_answers_through_reply_files_and_the_run_resumes_where_it_waite
     answer.write_text(json.dumps({"grasp": {"x": round(gu), "y": round(gv), "anchor": "obj"}, "target": {"x": 120, "y": 380}}))
     config = RunConfig.of(task_id="franka/push", backend="file", reply_files=[str(answer)], vision=True, reward_source="code+keypoints",
                           keypoints="model", rounds=1, samples=1, steps=200, workers=1, final_seeds=0, compare_expert=False,
-                          eval_freq=200, eval_episodes=1, overrides=TINY, video=False, screen=False)
+                          eval_freq=200, eval_episodes=1, overrides=TINY, algo=SHORT_ALGO, video=False, screen=False)
     store = start_run(config, tmp_path / "runs")
     assert store.state().status == "waiting_for_replies"
     assert read_keypoints(store.root / "keypoints").source == "file:file"

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from short_training import SHORT_ALGO
 
 from policies.stats import Rate
 from text2reward.loop import resume_run, start_run
@@ -21,7 +22,7 @@ TINY = {"learning_starts": 50, "batch_size": 32}
 
 def test_two_seeds_per_candidate_train_two_jobs_and_pool_their_episodes(tmp_path):
     config = RunConfig.of(task_id="fetch/reach", backend="heuristic", rounds=2, samples=1, steps=300, workers=2, candidate_seeds=2,
-                          final_seeds=1, compare_expert=False, eval_freq=150, eval_episodes=2, overrides=TINY,
+                          final_seeds=1, compare_expert=False, eval_freq=150, eval_episodes=2, overrides=TINY, algo=SHORT_ALGO,
                           success_threshold=1.01, video=False)
     messages: list[str] = []
     store = start_run(config, tmp_path, emit=lambda e: messages.append(e.text))

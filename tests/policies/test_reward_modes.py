@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from short_training import SHORT_ALGO
 
 from policies.reward_program import ProgramReward, runnable_source
 from policies.shaping import COUNT_BONUS, PotentialShaping, ProgressBonus
@@ -229,7 +230,7 @@ def test_t2r_train_with_a_progress_file_runs_it_in_the_jail(tmp_path):
     out = tmp_path / "train"
     done = subprocess.run([sys.executable, "-m", "text2reward.cli", "train", "--task", "fetch/reach", "--reward", str(reward),
                            "--reward-mode", "progress", "--steps", "200", "--eval-freq", "100", "--eval-episodes", "1",
-                           "--hp", "learning_starts=50", "--out", str(out)], capture_output=True, text=True)
+                           "--algo", SHORT_ALGO, "--hp", "learning_starts=50", "--out", str(out)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     import json
 

@@ -13,6 +13,7 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 from rich.console import Console
+from short_training import SHORT_ALGO
 
 from policies.evaluate import EpisodeStats
 from policies.reward_program import SparseReward
@@ -136,7 +137,7 @@ def t2r(*args):
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     out = tmp_path_factory.mktemp("tiny") / "model"
-    t2r("train", "--task", "fetch/reach", "--steps", "150", "--eval-freq", "150", "--eval-episodes", "1", "--out", str(out))
+    t2r("train", "--task", "fetch/reach", "--steps", "150", "--eval-freq", "150", "--eval-episodes", "1", "--algo", SHORT_ALGO, "--out", str(out))
     return out
 
 

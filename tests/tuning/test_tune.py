@@ -17,6 +17,7 @@ from pathlib import Path
 import optuna
 import pytest
 from polling import wait_for
+from short_training import SHORT_ALGO
 
 from policies.curve import CurvePoint
 from text2reward.errors import ConfigError
@@ -262,7 +263,7 @@ def trained_run(tmp_path_factory):
     from text2reward.loop import start_run
 
     config = RunConfig.of(task_id="fetch/reach", backend="heuristic", rounds=1, samples=1, steps=300, workers=2, final_seeds=0,
-                          compare_expert=False, video=False, screen=False, eval_freq=100, eval_episodes=2, overrides=TINY,
+                          compare_expert=False, video=False, screen=False, eval_freq=100, eval_episodes=2, overrides=TINY, algo=SHORT_ALGO,
                           success_threshold=1.01)
     return start_run(config, tmp_path_factory.mktemp("base"))
 
@@ -395,7 +396,7 @@ def test_run_with_tune_tunes_the_best_after_the_last_round_and_compares_the_winn
     from text2reward.runs.ranking import best_candidate
 
     config = RunConfig.of(task_id="fetch/reach", backend="heuristic", rounds=1, samples=1, steps=300, workers=2, final_seeds=1,
-                          compare_expert=False, video=False, screen=False, eval_freq=100, eval_episodes=2, overrides=TINY,
+                          compare_expert=False, video=False, screen=False, eval_freq=100, eval_episodes=2, overrides=TINY, algo=SHORT_ALGO,
                           success_threshold=1.01, tune=2)
     messages: list[str] = []
     store = start_run(config, tmp_path, emit=lambda e: messages.append(e.text))
