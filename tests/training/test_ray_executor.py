@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from polling import wait_for
+from short_training import SHORT_ALGO
 
 from policies.config import TrainConfig
 from policies.curve import CurvePoint
@@ -45,7 +46,7 @@ def ray_address():
 
 def job(out: Path, steps: int, reward: str = "expert", **extra) -> TrainJob:
     train = TrainConfig(task_id="fetch/reach", out_dir=out / "train", reward=reward, steps=steps, eval_freq=100, eval_episodes=1,
-                        overrides=TINY, stop_file=str(out / STOP_FILE))
+                        overrides=TINY, algo=SHORT_ALGO, stop_file=str(out / STOP_FILE))
     return TrainJob(train=train, analysis_episodes=1, **extra)
 
 
@@ -156,7 +157,7 @@ def test_a_round_on_ray_stores_what_the_local_pool_stores(tmp_path, ray_address)
     """The same 2-candidate round (heuristic rewards, real training, videos) on both executors: the same candidate
     records and the same files in every job folder, with keyframe paths pointing into this run's folder."""
     config = RunConfig.of(task_id="fetch/reach", backend="heuristic", rounds=1, samples=2, steps=200, workers=2, final_seeds=0,
-                          eval_freq=100, eval_episodes=1, overrides=TINY, success_threshold=1.01, early_stop=False)
+                          eval_freq=100, eval_episodes=1, overrides=TINY, algo=SHORT_ALGO, success_threshold=1.01, early_stop=False)
     local = start_run(config, tmp_path / "local")
     said: list[str] = []
     on_ray = start_run(config.updated(executor="ray"), tmp_path / "ray", emit=lambda e: said.append(e.text))
@@ -244,8 +245,8 @@ def test_a_driver_killed_under_ray_is_resumed_without_redoing_finished_jobs(tmp_
     runs = tmp_path / "runs"
     command = [sys.executable, "-m", "text2reward.cli", "run", "--task", "fetch/reach", "--llm", "heuristic", "--rounds", "1",
                "--samples", "2", "--workers", "1", "--steps", "200", "--final-seeds", "0", "--eval-freq", "100",
-               "--eval-episodes", "1", "--no-video", "--no-early-stop", "--hp", "learning_starts=50", "--hp", "batch_size=32",
-               "--executor", "ray", "--ray-address", ray_address, "--runs-dir", str(runs)]
+               "--eval-episodes", "1", "--no-video", "--no-early-stop", "--algo", SHORT_ALGO, "--hp", "learning_starts=50",
+               "--hp", "batch_size=32", "--executor", "ray", "--ray-address", ray_address, "--runs-dir", str(runs)]
     driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         run_dir = wait_for(lambda: next(iter(runs.glob("*/config.json")), None), 300, "the run directory").parent
@@ -281,7 +282,7 @@ def test_a_run_without_an_address_starts_its_own_ray_and_stops_it(tmp_path):
         env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"RAY_TMPDIR": str(ray_tmp)}
         done = subprocess.run([sys.executable, "-m", "text2reward.cli", "run", "--task", "fetch/reach", "--llm", "heuristic", "--rounds", "1",
                                "--samples", "1", "--steps", "200", "--final-seeds", "0", "--eval-freq", "100", "--eval-episodes", "1",
-                               "--no-video", "--hp", "learning_starts=50", "--hp", "batch_size=32", "--executor", "ray",
+                               "--no-video", "--algo", SHORT_ALGO, "--hp", "learning_starts=50", "--hp", "batch_size=32", "--executor", "ray",
                                "--runs-dir", str(tmp_path)], capture_output=True, text=True, timeout=1200, env=env)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "training on Ray: a local Ray instance on 127.0.0.1" in done.stdout, done.stdout
