@@ -12,6 +12,7 @@ from typing import get_type_hints
 
 import numpy as np
 import pytest
+from short_training import SHORT_ALGO
 
 import text2reward
 from text2reward import Policy, RewardSearch, SearchCallback, SearchSettings, train_reward
@@ -21,7 +22,7 @@ from text2reward.runs.statuses import RunStatus
 from text2reward.settings import setting_fields
 
 TINY = dict(rounds=1, samples=1, steps=200, eval_freq=100, eval_episodes=1, final_seeds=0, video=False,
-            overrides={"learning_starts": 50, "batch_size": 32}, algo="sac")
+            overrides={"learning_starts": 50, "batch_size": 32}, algo=SHORT_ALGO)
 
 
 @pytest.mark.parametrize("settings, error, message", [

@@ -98,24 +98,24 @@ def test_the_server_forks_from_one_thread_with_the_libraries_imported_and_no_jax
 
 
 TORCH_AFTER_PRELOAD = """
-import json, sys, tempfile
+import json, sys
 from pathlib import Path
 from text2reward.training.forkserver import preload
 preload()
 before = set(sys.modules)
 from policies.config import TrainConfig
 from policies.train import train
-train(TrainConfig(task_id="fetch/reach", out_dir=Path(tempfile.mkdtemp()), reward="expert", steps=60, algo=sys.argv[1],
+train(TrainConfig(task_id="fetch/reach", out_dir=Path(sys.argv[2]), reward="expert", steps=60, algo=sys.argv[1],
                   eval_freq=60, eval_episodes=1, overrides={"learning_starts": 20, "batch_size": 16}))
 print(json.dumps(sorted(name for name in set(sys.modules) - before if name.split(".")[0] == "torch")))
 """
 
 
-def test_an_sb3_job_forked_from_the_server_imports_no_more_of_torch(tmp_path):
+def test_an_sb3_job_imports_no_more_of_torch_after_the_servers_preload(tmp_path):
     """SB3's optimizers import `torch._dynamo` (~320 modules, 1.2-1.9 s) at their first construction, which every SB3
     job would otherwise pay after its fork: the server imports it, so a forked job's first step comes ~1.5 s sooner."""
-    done = subprocess.run([sys.executable, "-c", TORCH_AFTER_PRELOAD, "sac"], capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    done = subprocess.run([sys.executable, "-c", TORCH_AFTER_PRELOAD, "sac", str(tmp_path / "out")], capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr
     imported = json.loads(done.stdout.strip().splitlines()[-1])
     assert len(imported) < 10 and not any(name.startswith("torch._dynamo") for name in imported), imported
