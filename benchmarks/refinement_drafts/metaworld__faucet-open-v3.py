@@ -1,0 +1,9 @@
+"""First draft for metaworld/faucet-open-v3: reach the faucet's handle, then turn it to the open position."""
+
+import numpy as np
+
+
+def compute_dense_reward(self, action):
+    tcp_to_handle = float(np.linalg.norm(self.robot.ee_position - self.obj.position))
+    handle_to_goal = float(np.linalg.norm(self.obj.position - self.goal_position))
+    return -tcp_to_handle - handle_to_goal, {"tcp_to_handle": tcp_to_handle, "handle_to_goal": handle_to_goal}
