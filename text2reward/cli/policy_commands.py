@@ -95,10 +95,7 @@ def train(
 
     A --reward FILE.py runs in the sandbox's jail, like model-written code, unless --trusted-reward. Ctrl-C stops it at
     the next step and keeps what it reached (result.json marked interrupted, a checkpoint): --resume OUT goes on."""
-    from policies.checkpoint import checkpoint_path, remove_checkpoint  # with the training's imports below: only this command
-    from policies.interrupt import StopRequest, TrainingInterrupted  # with the training's imports below: only this command
-    from policies.train import RESULT_FILE  # SB3 and torch (~1.8 s): only the commands that train or load a policy pay them
-    from policies.train import train as run_training
+    from policies.checkpoint import checkpoint_path, remove_checkpoint
     from text2reward.api import reward_for_training  # the front door imports the loop: only this command needs it
     from text2reward.preflight import budget_warning, check_train_config
 
@@ -126,6 +123,11 @@ def train(
     if warning:
         err_console.print(warning, highlight=False, markup=False, soft_wrap=True)
     reward_fn = reward_for_training(args.reward, args.trusted_reward, args.reward_mode)
+    # SB3 and torch (~2 s) only once every check above has passed: a mistake is answered without them
+    from policies.interrupt import StopRequest, TrainingInterrupted
+    from policies.train import RESULT_FILE
+    from policies.train import train as run_training
+
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / TRAIN_COMMAND, dataclasses.asdict(args))
     try:
