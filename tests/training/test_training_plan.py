@@ -47,7 +47,8 @@ def test_algo_ppo_with_its_hp_trains_and_the_early_stopper_reads_the_workers_pla
     """`t2r run --task metaworld/... --algo ppo --hp clip_range=0.1` passed its checks, then failed in round 0: the early
     stopper looked the hyper-parameters up without --algo (SAC has no clip_range)."""
     config = RunConfig.of(task_id="metaworld/reach-v3", backend="heuristic", algo="ppo", overrides=dict(PPO_TINY), rounds=1,
-                          samples=1, steps=128, workers=1, final_seeds=0, compare_expert=False, eval_episodes=1)
+                          samples=1, steps=128, workers=1, final_seeds=0, compare_expert=False, eval_episodes=1, video=False,
+                          screen=False)  # neither is what this test checks: a MetaWorld episode is 500 steps to film or screen
     store = start_run(config, tmp_path)
     assert store.state().status == "finished", store.state().error
     [candidate] = store.candidates()
