@@ -82,16 +82,23 @@ class Policy:
         return cls(model=model, task=meta["task"], algo=meta["algo"], her=bool(meta.get("her")))
 
 
-def load_policy(path: str | Path, jax_device: str | None = None) -> tuple[Any, dict[str, Any]]:
-    """A saved model and the result.json beside it (a run directory or its model.zip). A policy trained with HER
-    reads dict observations: build its env with `flatten=policies.her.flat_observations(meta)`. `jax_device` places an
-    SBX policy (`policies.algorithms.use_jax_device`; "cpu" keeps this process's JAX to the CPU for good, so only a
-    process of ours passes it); None leaves JAX's own choice."""
+def saved_policy_files(path: str | Path) -> tuple[Path, Path]:
+    """The model.zip and result.json of a saved policy (a run directory or its model.zip), or one line naming what is
+    missing: checked before torch and SB3 are imported, so a mistyped path is answered at once."""
     path = Path(path)
     model_path = path / MODEL_FILE if path.is_dir() else path
     result_path = model_path.parent / RESULT_FILE
     if not model_path.is_file() or not result_path.is_file():
         raise ConfigError(f"no trained policy at {path}; pass the --out directory of `t2r train` (with {MODEL_FILE} and {RESULT_FILE})")
+    return model_path, result_path
+
+
+def load_policy(path: str | Path, jax_device: str | None = None) -> tuple[Any, dict[str, Any]]:
+    """A saved model and the result.json beside it (a run directory or its model.zip). A policy trained with HER
+    reads dict observations: build its env with `flatten=policies.her.flat_observations(meta)`. `jax_device` places an
+    SBX policy (`policies.algorithms.use_jax_device`; "cpu" keeps this process's JAX to the CPU for good, so only a
+    process of ours passes it); None leaves JAX's own choice."""
+    model_path, result_path = saved_policy_files(path)
     meta = json.loads(result_path.read_text())
     from stable_baselines3.common.buffers import DictReplayBuffer  # torch and SB3: only loading a policy pays them
 

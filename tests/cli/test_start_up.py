@@ -37,12 +37,13 @@ def test_the_help_loads_no_numerics_nor_training(args):
 
 
 @pytest.mark.parametrize("args", [("train", "--task", "metaworld/nope-v3"), ("train", "--task", "fetch/reach", "--reward", "Expert"),
-                                  ("train", "--task", "fetch/reach", "--reward", "no/such/reward.py")])
-def test_a_train_mistake_is_answered_before_the_training_libraries_load(args):
-    """`t2r train` checks its task, reward and settings first: a mistake costs ~1 s, not the ~2.7 s of importing
-    PyTorch and SB3 that only a training needs."""
+                                  ("train", "--task", "fetch/reach", "--reward", "no/such/reward.py"),
+                                  ("evaluate", "--model", "no/such/dir"), ("video", "--model", "no/such/dir")])
+def test_a_mistake_is_answered_before_the_training_libraries_load(args):
+    """`t2r train` checks its task, reward and settings first, `t2r evaluate` and `t2r video` their --model folder: a
+    mistake costs ~1 s, not the ~2.7 s of importing PyTorch and SB3 that only a training or a loaded policy needs."""
     loaded = modules_loaded_by(*args)
-    assert "text2reward.preflight" in loaded  # the checks ran
+    assert {"text2reward.preflight", "policies.policy"} & loaded  # the checks ran
     assert not loaded & {"torch", "stable_baselines3", "policies.train"}, sorted(loaded & {"torch", "stable_baselines3", "policies.train"})
 
 

@@ -212,6 +212,9 @@ def evaluate(
     task_file: TaskFileOption = None,
 ) -> None:
     """Evaluate a saved policy with its task's success test."""
+    from policies.policy import saved_policy_files
+
+    saved_policy_files(model)  # a wrong path is answered before the heavy imports below
     from text2reward.cli.saved_policy import SavedPolicy  # gymnasium, SB3 and torch (~2 s): only the commands that load a policy pay them
 
     load_extra_tasks(task_file)
@@ -244,6 +247,9 @@ def video(
     task_file: TaskFileOption = None,
 ) -> None:
     """Record a rollout video of a saved policy (offscreen rendering), played at real time."""
+    from policies.policy import saved_policy_files
+
+    saved_policy_files(model)  # a wrong path is answered before the heavy imports below
     from policies.video import record_video  # imageio and ffmpeg: only the command that films pays them
     from text2reward.cli.saved_policy import SavedPolicy  # gymnasium, SB3 and torch (~2 s): only the commands that load a policy pay them
 
