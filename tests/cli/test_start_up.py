@@ -24,9 +24,15 @@ print(json.dumps(sorted(sys.modules)), file=sys.stderr)
 """
 
 
-def modules_loaded_by(*args: str) -> set[str]:
+def stderr_and_modules(*args: str) -> tuple[str, set[str]]:
+    """What a `t2r` command wrote to stderr, and the modules it had imported when it ended."""
     done = subprocess.run([sys.executable, "-c", LOADED, *args], capture_output=True, text=True, timeout=120)
-    return set(json.loads(done.stderr.strip().splitlines()[-1]))
+    *said, modules = done.stderr.strip().splitlines()
+    return "\n".join(said), set(json.loads(modules))
+
+
+def modules_loaded_by(*args: str) -> set[str]:
+    return stderr_and_modules(*args)[1]
 
 
 @pytest.mark.parametrize("args", [("--help",), ("run", "--help"), ("train", "--help")])
@@ -42,8 +48,8 @@ def test_the_help_loads_no_numerics_nor_training(args):
 def test_a_mistake_is_answered_before_the_training_libraries_load(args):
     """`t2r train` checks its task, reward and settings first, `t2r evaluate` and `t2r video` their --model folder: a
     mistake costs ~1 s, not the ~2.7 s of importing PyTorch and SB3 that only a training or a loaded policy needs."""
-    loaded = modules_loaded_by(*args)
-    assert {"text2reward.preflight", "policies.policy"} & loaded  # the checks ran
+    said, loaded = stderr_and_modules(*args)
+    assert said.splitlines()[-1].startswith("error: "), said  # the check answered, with its one line
     assert not loaded & {"torch", "stable_baselines3", "policies.train"}, sorted(loaded & {"torch", "stable_baselines3", "policies.train"})
 
 
