@@ -1,42 +1,25 @@
 """Shared fixtures: real tasks and real environments, nothing mocked."""
 
-import copy
 import os
 import shutil
 import tempfile
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-import mujoco  # noqa: E402
 import pytest  # noqa: E402
 
 
 def _compile_each_model_file_once() -> None:
-    """Each test process compiles a shipped model file (MetaWorld's, Gymnasium-Robotics', the project's) once and
-    gives every env a copy of it: compiling a MetaWorld scene's XML is half the cost of making its env (~0.3 s of
-    ~0.6 s; benchmarks/RESULTS.md, "test suite time"), and the suite makes thousands. The copy is MuJoCo's own
-    (`mj_copyModel`): an env that edits its model edits only its copy, and physics is unchanged (same file, same
-    compiler). Files under the temporary folder (tests' own robots, edited between compilations) are compiled every
-    time; `T2R_TEST_COMPILE_CACHE=0` compiles everything every time. The price is memory: a test process that has made
-    all 74 tasks' envs holds ~1.2 GB instead of ~0.3 GB (the Shadow hand's and Adroit's meshes are the large models)."""
+    """The test processes compile each shipped model file once, as training jobs and `t2r` commands do
+    (sim_envs.model_cache): the suite makes thousands of envs. Files under the temporary folder (tests' own robots,
+    rewritten between compilations) are compiled every time; `T2R_TEST_COMPILE_CACHE=0` compiles everything every time.
+    The price is memory: a test process that has made all 74 tasks' envs holds ~1.2 GB instead of ~0.3 GB (the Shadow
+    hand's and Adroit's meshes are the large models)."""
     if os.environ.get("T2R_TEST_COMPILE_CACHE", "1") == "0":
         return
-    compile_file = mujoco.MjModel.from_xml_path
-    compiled: dict[tuple[str, int, int], mujoco.MjModel] = {}
-    scratch = os.path.realpath(tempfile.gettempdir()) + os.sep
+    from sim_envs.model_cache import compile_each_file_once
 
-    def from_xml_path(filename: str, assets: dict | None = None) -> mujoco.MjModel:
-        path = os.path.realpath(filename)
-        if assets is not None or path.startswith(scratch):
-            return compile_file(filename, assets) if assets is not None else compile_file(filename)
-        stat = os.stat(path)
-        key = (path, stat.st_mtime_ns, stat.st_size)
-        if key not in compiled:
-            compiled[key] = compile_file(filename)
-        return copy.copy(compiled[key])
-
-    from_xml_path.__wrapped__ = compile_file  # type: ignore[attr-defined]  # tests/sim_envs/test_task_envs.py compares with it
-    mujoco.MjModel.from_xml_path = staticmethod(from_xml_path)
+    compile_each_file_once(recompile_under=tempfile.gettempdir())
 
 
 _compile_each_model_file_once()

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from short_training import SHORT_ALGO
 
 from text2reward import RewardSearch, SearchCallback, SearchResult, open_run, train_reward, validate_reward
 from text2reward.errors import ConfigError
@@ -61,8 +62,8 @@ class Recorder(SearchCallback):
 def test_a_search_reports_typed_events_and_returns_its_result(tmp_path):
     events: list[RunEvent] = []
     recorder = Recorder()
-    result = RewardSearch("fetch/reach", backend="heuristic", rounds=1, samples=1, steps=600, eval_freq=150, eval_episodes=2,
-                          final_seeds=1, video=False, runs_dir=tmp_path, callbacks=[events.append, recorder]).run()
+    result = RewardSearch("fetch/reach", backend="heuristic", rounds=1, samples=1, steps=300, eval_freq=150, eval_episodes=2,
+                          final_seeds=1, video=False, algo=SHORT_ALGO, runs_dir=tmp_path, callbacks=[events.append, recorder]).run()
     kinds = [type(e) for e in events]
     assert kinds[0] is not RunEnded and kinds[-1] is RunEnded
     order = [RoundStarted, CandidateChecked, TrainingStarted, CandidateTrained, RoundDone, FinalDone, RunEnded]

@@ -75,7 +75,7 @@ def test_a_rewards_error_is_printed_inert_by_t2r_validate_and_t2r_train(mechanis
     reward.write_text(RAISING_REWARD)
     env = {"T2R_SANDBOX_HIDE": OTHER[mechanism]}
     validated = t2r("validate", "--task", "metaworld/reach-v3", "--code", reward, env=env)
-    trained = t2r("train", "--task", "metaworld/reach-v3", "--reward", reward, "--steps", "200", "--out", tmp_path / "out",
+    trained = t2r("train", "--task", "metaworld/reach-v3", "--reward", reward, "--steps", "200", "--eval-episodes", "1", "--out", tmp_path / "out",
                   env=env)
     assert validated.returncode == 1 and mechanism in validated.stdout and "ValueError" in validated.stdout
     assert trained.returncode == 1 and "failed at call 1" in trained.stderr and "ValueError" in trained.stderr

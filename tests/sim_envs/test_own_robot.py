@@ -137,10 +137,10 @@ def test_the_heuristic_backend_writes_a_push_reward_the_jail_accepts(task):
 @pytest.mark.slow
 def test_train_uses_the_familys_own_hyper_parameters(tmp_path):
     out = tmp_path / "train"
-    t2r("train", "--task", TASK_ID, "--reward", REWARD, "--steps", 2000, "--eval-freq", 2000, "--eval-episodes", 2,
+    t2r("train", "--task", TASK_ID, "--reward", REWARD, "--steps", 300, "--eval-freq", 300, "--eval-episodes", 2,
         "--hp", "final_eval_episodes=3", "--out", out)
     result = json.loads((out / "result.json").read_text())
-    assert result["task"] == TASK_ID and result["steps"] == 2000 and "jail" in result["reward_isolation"]
+    assert result["task"] == TASK_ID and result["steps"] == 300 and "jail" in result["reward_isolation"]
     params = result["hyperparams"]
     assert params["algo"] == "sbx-sac" and params["algo_kwargs"]["gamma"] == 0.98  # planar_arm.yml, named by the task
     assert set(result["components"][-1]["components"]) == {"reach", "push", "touch", "success", "effort"}  # push_reward.py's

@@ -1,6 +1,8 @@
 """Every task resets, steps and reads its view; the view's values equal the simulator's."""
 
 import dataclasses
+import subprocess
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -161,8 +163,8 @@ def test_metaworld_quaternion_follows_set_state():
 
 
 def test_each_env_gets_its_own_copy_of_a_model_compiled_once_equal_to_a_fresh_compilation():
-    """The test processes compile each shipped model file once (conftest.py): every env must still get a model of its
-    own (an env that moves a body moves it in its copy only), and the compiled model each copy comes from must stay what
+    """Training jobs, `t2r train` and the test processes compile each model file once (sim_envs.model_cache): every env
+    must still get a model of its own (an env that moves a body moves it in its copy only), and the compiled model each copy comes from must stay what
     compiling the file afresh gives."""
     import mujoco
 
@@ -187,3 +189,32 @@ def test_each_env_gets_its_own_copy_of_a_model_compiled_once_equal_to_a_fresh_co
     finally:
         first.close()
         second.close()
+
+
+MODEL_CACHE_PROBE = """
+import sys
+from pathlib import Path
+import mujoco
+from sim_envs.model_cache import compile_each_file_once
+
+compiled = []
+real = mujoco.MjModel.from_xml_path
+mujoco.MjModel.from_xml_path = staticmethod(lambda *args: compiled.append(args[0]) or real(*args))
+compile_each_file_once()
+compile_each_file_once()  # a second call changes nothing
+scene = Path(sys.argv[1])
+one, two = mujoco.MjModel.from_xml_path(str(scene)), mujoco.MjModel.from_xml_path(str(scene))
+scene.write_text(scene.read_text().replace("<!--more-->", '<body pos="0 0 1"><geom size="0.1"/></body>'))
+edited = mujoco.MjModel.from_xml_path(str(scene))
+print(len(compiled), one is not two, one.nbody, two.nbody, edited.nbody)
+"""
+
+
+def test_a_model_file_is_compiled_once_per_process_and_again_once_edited(tmp_path):
+    """In a process of its own (the test processes' cache compiles their temporary files every time): the same file twice
+    is one compilation and two models; the file rewritten is compiled again."""
+    scene = tmp_path / "scene.xml"
+    scene.write_text('<mujoco><worldbody><body><geom size="0.1"/></body><!--more--></worldbody></mujoco>')
+    done = subprocess.run([sys.executable, "-c", MODEL_CACHE_PROBE, str(scene)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["2", "True", "2", "2", "3"]

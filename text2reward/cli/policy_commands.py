@@ -127,7 +127,9 @@ def train(
     from policies.interrupt import StopRequest, TrainingInterrupted
     from policies.train import RESULT_FILE
     from policies.train import train as run_training
+    from sim_envs.model_cache import compile_each_file_once
 
+    compile_each_file_once()  # the training env and the evaluation env: the scene compiled once
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / TRAIN_COMMAND, dataclasses.asdict(args))
     try:
