@@ -34,7 +34,8 @@ def killed_run(tmp_path_factory) -> RunStore:
     process = subprocess.Popen(
         [sys.executable, "-m", "text2reward.cli", "run", "--task", "fetch/reach", "--llm", "heuristic", "--rounds", "1",
          "--samples", "1", "--steps", "100000", "--no-screen", "--runs-dir", str(runs)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        process_group=0)  # a group of its own, in this session: its jobs fork from the shared server
     try:
         root = wait_for(lambda: next(iter(runs.glob("*/rounds/r0/s0/training/worker.pid")), None), 300, "training to start")  # a bound against a hang only
         os.killpg(process.pid, signal.SIGKILL)

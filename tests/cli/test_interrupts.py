@@ -116,7 +116,8 @@ def test_a_run_killed_outright_shows_the_time_it_ran(tmp_path):
     process = subprocess.Popen(command("run", "--task", "fetch/reach", "--rounds", "1", "--samples", "1", "--steps", "100000",
                                        "--eval-freq", "100", "--eval-episodes", "1", "--final-seeds", "0", "--no-video", *SMALL_SAC,
                                        "--runs-dir", str(runs)),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               process_group=0)  # a group of its own, in this session: its jobs fork from the shared server
     deadline = time.monotonic() + REACHED_WITHIN
     lock = list(runs.glob("*/run.lock"))
     while process.poll() is None and time.monotonic() < deadline:

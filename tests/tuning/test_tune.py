@@ -343,7 +343,8 @@ def test_tune_resumes_after_a_kill_without_redoing_finished_trials(trained_run, 
 
     # a third trial, killed mid-training with its whole process group (the tuner and its worker)
     process = subprocess.Popen([sys.executable, "-m", "text2reward.cli", "tune", store.run_id, "--trials", "3", "--runs-dir", tmp_path],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               process_group=0)  # a group of its own, in this session: its jobs fork from the shared server
     try:
         wait_for(lambda: (tune_dir / "trial_2" / "progress.json").is_file(), timeout=240, what="trial 2 to start training")
     finally:
