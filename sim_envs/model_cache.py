@@ -5,8 +5,8 @@ Gymnasium-Robotics and Gymnasium all compile the scene's XML again for each, ~0.
 (benchmarks/RESULTS.md, "test suite time"). The copy is MuJoCo's own (`mj_copyModel`, what `copy.copy` of an
 `MjModel` does): an env that edits its model edits only its copy, and the physics is that of the same file compiled by
 the same compiler. A file is known by its real path, modification time and size, so a file edited during the process
-is compiled again. Installed by the processes this project owns (a training job, a `t2r` command, the test
-processes), never by a library call in a user's process.
+is compiled again. Installed by processes this project owns (a training job, `t2r train`, the test processes), never
+by a library call in a user's process.
 """
 
 from __future__ import annotations

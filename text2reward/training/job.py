@@ -29,7 +29,6 @@ from policies.stats import Rate
 from policies.task_env import make_task_env
 from sim_envs import codec, get_task, load_task_file
 from sim_envs.errors import RewardProgramError, Text2RewardError
-from sim_envs.model_cache import compile_each_file_once
 from sim_envs.task import Task
 from text2reward.errors import ConfigError
 from text2reward.process_exit import collect_once_at_exit
@@ -293,6 +292,8 @@ def execute(job: TrainJob) -> bool:
 
 
 def main(argv: list[str]) -> int:
+    from sim_envs.model_cache import compile_each_file_once  # MuJoCo: here, not where a driver imports this module
+
     collect_once_at_exit()
     compile_each_file_once()  # four envs of one task (training, evaluation, analysis, video): its scene compiled once
     job = read_job(json.loads(Path(argv[0]).read_text()), argv[0])
