@@ -164,8 +164,8 @@ def test_metaworld_quaternion_follows_set_state():
 
 def test_each_env_gets_its_own_copy_of_a_model_compiled_once_equal_to_a_fresh_compilation():
     """Training jobs, `t2r train` and the test processes compile each model file once (sim_envs.model_cache): every env
-    must still get a model of its own (an env that moves a body moves it in its copy only), and the compiled model each copy comes from must stay what
-    compiling the file afresh gives."""
+    must still get a model of its own (an env that moves a body moves it in its copy only), and the compiled model each
+    copy comes from must stay what compiling the file afresh gives."""
     import mujoco
 
     compile_afresh = getattr(mujoco.MjModel.from_xml_path, "__wrapped__", None)
