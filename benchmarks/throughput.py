@@ -10,11 +10,14 @@ training; configurations run in shuffled turns so drift on a shared machine fall
 
     python benchmarks/throughput.py                                   # cpu, n_envs 1 4 16, reach-v3
     python benchmarks/throughput.py --devices cpu cuda --n-envs 1 4 16 --vec dummy subproc --seconds 20
+    python benchmarks/throughput.py --devices cpu cuda --n-envs 1 16 --workers 1 4 8   # candidates at once
     python benchmarks/throughput.py --start-latency 5                 # a job's start: fresh process vs fork server
     python benchmarks/throughput.py --job-memory --devices cpu auto cuda --n-envs 1 4 16   # GPU memory per t2r train
 
-Prints one row per configuration: env steps/s (median over repeats), updates/s, the ratio to the 1-env cpu row,
-and for cuda the peak GPU memory JAX held for the job (what several candidates sharing one GPU must fit in).
+Prints one row per configuration: env steps/s per job (median over repeats, and over the jobs with `--workers` K > 1:
+K candidates at once, each in its own process, timed together after all have warmed up), the ratio to the 1-env cpu
+row, the machine's steps/s (the K jobs' sum), and for cuda the peak GPU memory JAX held for a job (what several
+candidates sharing one GPU must fit in).
 
 `--job-memory` runs the product's own path instead: one `t2r train` per device and n_envs (`--devices auto cpu cuda`),
 sampling `nvidia-smi` every half second for the GPU memory its process holds, CUDA context included (what several
@@ -37,14 +40,26 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 
+def wait_for_the_others(barrier: str | None, workers: int, timeout: float = 300.0) -> None:
+    """With several workers of one configuration, each waits after its warm-up until all have warmed up, so their
+    timed windows overlap (what a machine running `workers` candidates at once sees)."""
+    if not barrier or workers <= 1:
+        return
+    Path(barrier, f"ready-{os.getpid()}").touch()
+    deadline = time.monotonic() + timeout
+    while len(list(Path(barrier).glob("ready-*"))) < workers and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def child(task_id: str, n_envs: int, vec: str, device: str, seconds: float, net: int, batch: int,
-          updates: str) -> dict[str, Any]:
+          updates: str, workers: int = 1, barrier: str | None = None) -> dict[str, Any]:
     """One configuration, in this process: SBX SAC with gradient_steps = n_envs (`ratio`) or one update of an
     n_envs-times wider batch per vector step (`wide`: the same samples per env step, fewer, larger updates), timed
-    after a warm-up."""
+    after a warm-up (and, with other workers, after all of them warmed up)."""
     import jax
     from sbx import SAC
     from stable_baselines3.common.env_util import make_vec_env
@@ -63,6 +78,7 @@ def child(task_id: str, n_envs: int, vec: str, device: str, seconds: float, net:
                 policy_kwargs={"net_arch": [net, net]}, verbose=0)
     try:
         model.learn(1000 + 64 * n_envs)  # past learning_starts, updates compiled
+        wait_for_the_others(barrier, workers)
         chunk = 128 * n_envs
         done, started = 0, time.perf_counter()
         while time.perf_counter() - started < seconds:
@@ -80,16 +96,29 @@ def child(task_id: str, n_envs: int, vec: str, device: str, seconds: float, net:
         env.close()
 
 
-def run_config(args: argparse.Namespace, n_envs: int, vec: str, device: str, updates: str) -> dict[str, Any]:
+def run_config(args: argparse.Namespace, n_envs: int, vec: str, device: str, updates: str, workers: int = 1) -> dict[str, Any]:
+    """`workers` children of one configuration at once (each its own candidate); their per-job steps/s, median and sum."""
+    import tempfile
+
     environment = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
     environment["JAX_PLATFORMS"] = "cuda" if device == "cuda" else "cpu"
-    command = [sys.executable, __file__, "--child", json.dumps(
-        {"task_id": args.task, "n_envs": n_envs, "vec": vec, "device": device, "seconds": args.seconds,
-         "net": args.net, "batch": args.batch, "updates": updates})]
-    done = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=args.seconds * 10 + 300)
-    if done.returncode != 0:
-        return {"error": (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    with tempfile.TemporaryDirectory(prefix="t2r-throughput-") as barrier:
+        command = [sys.executable, __file__, "--child", json.dumps(
+            {"task_id": args.task, "n_envs": n_envs, "vec": vec, "device": device, "seconds": args.seconds,
+             "net": args.net, "batch": args.batch, "updates": updates, "workers": workers, "barrier": barrier})]
+        processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+                     for _ in range(workers)]
+        outputs = [process.communicate(timeout=args.seconds * 10 + 600) for process in processes]
+    jobs = []
+    for process, (stdout, stderr) in zip(processes, outputs):
+        if process.returncode != 0:
+            return {"error": (stderr.strip().splitlines() or [f"exit {process.returncode}"])[-1]}
+        jobs.append(json.loads(stdout.strip().splitlines()[-1]))
+    per_job = [job["steps_per_s"] for job in jobs]
+    peaks = [job["gpu_peak_bytes"] for job in jobs if job.get("gpu_peak_bytes")]
+    return {"steps_per_s": statistics.median(per_job), "machine_steps_per_s": sum(per_job), "per_job": per_job,
+            "updates_per_s": statistics.median(job["updates_per_s"] for job in jobs),
+            "gpu_peak_bytes": max(peaks) if peaks else None, "jax_device": jobs[0]["jax_device"]}
 
 
 FIRST_STEP_TASK = """
@@ -122,7 +151,6 @@ MARKED = dataclasses.replace(BASE, id="bench/first-step", env_factory=make)
 def start_latency(task_id: str, repeats: int, algo: str = "sbx-sac") -> dict[str, Any]:
     """Start `repeats` tiny jobs of `algo` each way, alternating; the seconds to each job's first env step and to its end."""
     import tempfile
-    from pathlib import Path
 
     from policies.config import TrainConfig
     from text2reward.training.job import TrainJob
@@ -178,7 +206,6 @@ def job_memory(task_id: str, devices: list[str], n_envs: list[int], steps: int) 
     """One `t2r train` (SBX SAC, the expert reward) per device and n_envs; the GPU memory its process held at most."""
     import shutil
     import tempfile
-    from pathlib import Path
 
     smi = shutil.which("nvidia-smi")
     query = [smi or "nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"]
@@ -217,6 +244,8 @@ def main() -> None:
                         help="ratio: n_envs updates per vector step; wide: one update of an n_envs-times batch")
     parser.add_argument("--seconds", type=float, default=15.0, help="timed training per configuration and repeat")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--workers", nargs="+", type=int, default=[1],
+                        help="candidates training at once, each in its own process (per job and per machine steps/s)")
     parser.add_argument("--net", type=int, default=128, help="hidden width of SAC's two layers")
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--json", help="also write the rows here")
@@ -256,41 +285,43 @@ def main() -> None:
                 json.dump(result, handle, indent=1)
         return
 
-    configs = [(n, vec, device, updates) for device in args.devices for updates in args.updates for vec in args.vec
-               for n in args.n_envs if not (n == 1 and (vec == "subproc" or updates == "wide"))]
-    measured: dict[tuple[int, str, str, str], list[dict[str, Any]]] = {c: [] for c in configs}
+    configs = [(n, vec, device, updates, workers) for device in args.devices for updates in args.updates for vec in args.vec
+               for n in args.n_envs for workers in args.workers if not (n == 1 and (vec == "subproc" or updates == "wide"))]
+    measured: dict[tuple[int, str, str, str, int], list[dict[str, Any]]] = {c: [] for c in configs}
     for repeat in range(args.repeats):
         order = configs[:]
         random.Random(repeat).shuffle(order)
         for config in order:
             row = run_config(args, *config)
             measured[config].append(row)
-            print(f"# repeat {repeat} n_envs={config[0]} vec={config[1]} device={config[2]} updates={config[3]}: {row}",
-                  flush=True)
+            print(f"# repeat {repeat} n_envs={config[0]} vec={config[1]} device={config[2]} updates={config[3]} "
+                  f"workers={config[4]}: {row}", flush=True)
 
-    def median(config: tuple[int, str, str, str]) -> float | None:
-        values = [r["steps_per_s"] for r in measured[config] if "steps_per_s" in r]
+    def median(config: tuple[int, str, str, str, int], key: str = "steps_per_s") -> float | None:
+        values = [r[key] for r in measured[config] if key in r]
         return statistics.median(values) if values else None
 
-    base = median((1, "dummy", "cpu", "ratio")) if (1, "dummy", "cpu", "ratio") in measured else None
+    baseline = (1, "dummy", "cpu", "ratio", 1)
+    base = median(baseline) if baseline in measured else None
     print(f"\n{args.task}, SBX SAC [{args.net}, {args.net}], batch {args.batch}, "
           f"{os.cpu_count()} cores, {args.seconds:.0f} s timed x {args.repeats}")
-    print(f"{'device':<6} {'updates':<7} {'vec':<8} {'n_envs':>6} {'env steps/s':>12} {'x 1-env cpu':>12} {'GPU peak MB':>12}")
+    print(f"{'device':<6} {'updates':<7} {'vec':<8} {'n_envs':>6} {'workers':>7} {'steps/s per job':>16} "
+          f"{'x 1-env cpu':>12} {'per machine':>12} {'GPU peak MB':>12}")
     rows = []
     for config in configs:
-        value = median(config)
+        value, machine = median(config), median(config, "machine_steps_per_s")
         peaks = [r.get("gpu_peak_bytes") for r in measured[config] if r.get("gpu_peak_bytes")]
         peak = max(peaks) / 2**20 if peaks else None
         ratio = value / base if value and base else None
-        rows.append({"n_envs": config[0], "vec": config[1], "device": config[2], "updates": config[3], "steps_per_s": value,
-                     "ratio_to_1env_cpu": ratio, "gpu_peak_mb": peak,
+        rows.append({"n_envs": config[0], "vec": config[1], "device": config[2], "updates": config[3], "workers": config[4],
+                     "steps_per_s": value, "machine_steps_per_s": machine, "ratio_to_1env_cpu": ratio, "gpu_peak_mb": peak,
+                     "per_job": [r.get("per_job") for r in measured[config]],
                      "errors": [r["error"] for r in measured[config] if "error" in r]})
-        print(f"{config[2]:<6} {config[3]:<7} {config[1]:<8} {config[0]:>6} {value or float('nan'):>12.0f} "
-              f"{ratio or float('nan'):>12.2f} {peak or float('nan'):>12.0f}")
+        print(f"{config[2]:<6} {config[3]:<7} {config[1]:<8} {config[0]:>6} {config[4]:>7} {value or float('nan'):>16.0f} "
+              f"{ratio or float('nan'):>12.2f} {machine or float('nan'):>12.0f} {peak or float('nan'):>12.0f}")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(rows, handle, indent=1)
-
 
 if __name__ == "__main__":
     main()

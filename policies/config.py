@@ -11,8 +11,14 @@ GPU_MIN_ENVS = 4
 """`--device auto` puts an SBX off-policy training on a GPU only from this many envs (benchmarks/throughput.py on an
 H100, RESULTS.md): one env on cuda ran at 0.68x one CPU core (a [128, 128] update on 256 rows is launch-bound), 4 envs
 with their 4 updates compiled into one call at 1.28-1.57x, 16 at 5x, 32 at 7.5x."""
-DEVICE_HELP = (f"auto (cuda only for SBX's SAC with --hp n_envs={GPU_MIN_ENVS} or more and a GPU JAX sees, where the GPU "
-               "was measured faster; else cpu), cpu, cuda or cuda:N")
+GPU_MAX_SHARERS = 2
+"""`--device auto` puts a training on the GPU only while at most this many trainings run at once on the machine (a run's
+`--workers`): processes on one GPU take turns on it. On an H100 with 16 cores (benchmarks/throughput.py `--workers`,
+RESULTS.md), SBX SAC at 16 envs ran 530-645 steps/s alone, 174 each with 4 jobs sharing the GPU and 93 each with 8 (the
+GPU's total stayed at 700-750), while one such job on the CPU runs ~260: from 4 sharers on, the GPU is the slower
+device. 2 is the largest count whose share (~350 each, interpolated from that total) still beats the CPU."""
+DEVICE_HELP = (f"auto (cuda only for SBX's SAC with --hp n_envs={GPU_MIN_ENVS} or more, at most {GPU_MAX_SHARERS} trainings "
+               "at once and a GPU JAX sees, where the GPU was measured faster; else cpu), cpu, cuda or cuda:N")
 
 
 @dataclass
@@ -35,6 +41,9 @@ class TrainConfig:
     stop_file: str | None = None
     """A file a supervisor creates to stop training (looked for every few dozen steps); its JSON says why (early stopping)."""
     torch_threads: int = 1
+    gpu_sharers: int = 1
+    """Trainings running at once on this machine, this one included (a run's `--workers`; 1 for `t2r train`): `--device
+    auto` picks a GPU only while at most GPU_MAX_SHARERS share it."""
     progress: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)
     her: bool | None = None

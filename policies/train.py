@@ -29,7 +29,7 @@ from policies.algorithms import (
 )
 from policies.callbacks import ComponentStatsCallback, SuccessEvalCallback, progress_fields
 from policies.checkpoint import Checkpoint, checkpoint_path
-from policies.config import GPU_MIN_ENVS, TrainConfig
+from policies.config import GPU_MAX_SHARERS, GPU_MIN_ENVS, TrainConfig
 from policies.evaluate import EvalResult, evaluate, model_actor
 from policies.her import HER_POLICY, check_learning_starts, her_algo_kwargs, her_buffer_size, resolve_her
 from policies.hyperparams import Hyperparams
@@ -116,23 +116,25 @@ class TrainResult:
         return Policy.load(Path(self.model_path).parent)
 
 
-def gpu_pays(backend: str, on_policy: bool, n_envs: int) -> bool:
+def gpu_pays(backend: str, on_policy: bool, n_envs: int, sharers: int = 1) -> bool:
     """The measured rule behind `--device auto`: never the slower device. A GPU only for SBX (JAX) off-policy training
-    at n_envs >= GPU_MIN_ENVS; PPO's small MLP updates and SB3's per-update Python dispatch (SB3 SAC ran 81 steps/s on
-    cuda against 106 on cpu at one env) stay on the CPU."""
-    return backend == "sbx" and not on_policy and n_envs >= GPU_MIN_ENVS
+    at n_envs >= GPU_MIN_ENVS, and only while at most GPU_MAX_SHARERS trainings share the GPU (processes take turns on
+    it); PPO's small MLP updates and SB3's per-update Python dispatch (SB3 SAC ran 81 steps/s on cuda against 106 on
+    cpu at one env) stay on the CPU."""
+    return backend == "sbx" and not on_policy and n_envs >= GPU_MIN_ENVS and sharers <= GPU_MAX_SHARERS
 
 
-def auto_device(backend: str, on_policy: bool, n_envs: int, gpus: int) -> str:
-    return "cuda" if gpus and gpu_pays(backend, on_policy, n_envs) else "cpu"
+def auto_device(backend: str, on_policy: bool, n_envs: int, gpus: int, sharers: int = 1) -> str:
+    return "cuda" if gpus and gpu_pays(backend, on_policy, n_envs, sharers) else "cpu"
 
 
-def resolve_device(device: str, algo: str | None = None, n_envs: int = 1) -> str:
-    """The device to train on: `auto` by the measured rule (`auto_device`), `cuda`/`cuda:N` checked against the GPUs
-    the training library sees. SB3 trains with torch, SBX with JAX, and each needs its own GPU build to see one."""
+def resolve_device(device: str, algo: str | None = None, n_envs: int = 1, sharers: int = 1) -> str:
+    """The device to train on: `auto` by the measured rule (`auto_device`; `sharers`: trainings running at once on this
+    machine), `cuda`/`cuda:N` checked against the GPUs the training library sees. SB3 trains with torch, SBX with JAX,
+    and each needs its own GPU build to see one."""
     check_device_spelling(device)
     algorithm = get_algorithm(algo) if algo is not None else None
-    if device == "cpu" or (device == "auto" and (algorithm is None or not gpu_pays(algorithm.backend, algorithm.on_policy, n_envs))):
+    if device == "cpu" or (device == "auto" and (algorithm is None or not gpu_pays(algorithm.backend, algorithm.on_policy, n_envs, sharers))):
         return "cpu"  # without counting GPUs: JAX's count starts its GPU backend (a CUDA context and memory) for good
     if algorithm is not None and algorithm.backend == "sbx":
         gpus = jax_gpu_count()
@@ -146,7 +148,7 @@ def resolve_device(device: str, algo: str | None = None, n_envs: int = 1) -> str
         raise ConfigError(missing)
     if device == "auto":
         assert algorithm is not None  # checked above
-        return auto_device(algorithm.backend, algorithm.on_policy, n_envs, gpus)
+        return auto_device(algorithm.backend, algorithm.on_policy, n_envs, gpus, sharers)
     if device.startswith("cuda:"):  # a GPU index that exists
         index = device.partition(":")[2]
         if not index.isdigit() or int(index) >= gpus:
@@ -256,7 +258,7 @@ def resolve_setup(config: TrainConfig, plan: TrainingPlan, task: Task, reward_fn
         check_learning_starts(params.algo, params.algo_kwargs, task, params.n_envs)
         params.algo_kwargs["buffer_size"] = her_buffer_size(params.algo_kwargs.get("buffer_size"), plan.steps, params.n_envs)
     return TrainingSetup(params=params, steps=plan.steps, mode=mode, final_episodes=plan.final_eval_episodes,
-                         device=resolve_device(plan.device, params.algo, params.n_envs), flatten=not params.her,
+                         device=resolve_device(plan.device, params.algo, params.n_envs, config.gpu_sharers), flatten=not params.her,
                          gamma=float(params.algo_kwargs.get("gamma", DEFAULT_GAMMA)), seed=plan.seed)
 
 

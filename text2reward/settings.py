@@ -360,6 +360,7 @@ class RunConfig:
             seed=seed, overrides=dict(self.training.overrides),
             stop_at_success=self.success_threshold if stopping and self.success_threshold <= 1.0 else None,
             stop_file=str(Path(out_dir).parent / STOP_FILE) if stopping else None, her=False,
+            gpu_sharers=self.training.workers,  # a round's jobs run W at once: `--device auto` counts them as sharing a GPU
         )
 
     def validate(self) -> Choices:

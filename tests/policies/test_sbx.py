@@ -73,6 +73,7 @@ def test_devices_for_sbx_follow_what_jax_sees():
     assert resolve_device("auto", "sbx-ppo") == "cpu"
     assert resolve_device("auto", "sbx-sac") == "cpu"  # one env: the GPU was slower (benchmarks/RESULTS.md)
     assert resolve_device("auto", "sbx-sac", n_envs=16) == ("cuda" if gpus else "cpu")
+    assert resolve_device("auto", "sbx-sac", n_envs=16, sharers=4) == "cpu"  # four jobs took turns on an H100: slower than the CPU
     no_gpu = "JAX sees no GPU in this process: it trained on the CPU before" if jax_kept_to_cpu() else "JAX sees no GPU; install JAX's CUDA build"
     device, message = (f"cuda:{gpus}", "names no GPU here") if gpus else ("cuda", no_gpu)
     with pytest.raises(ConfigError, match=message):
@@ -125,3 +126,11 @@ def test_a_run_trains_every_job_with_the_algorithm_it_names(tmp_path):
     assert RunConfig.of(task_id="fetch/reach", algo="sac").train_config("fetch/reach", tmp_path / "train", "code", 0).algo == "sac"
     default = RunConfig.of(task_id="fetch/reach").train_config("fetch/reach", tmp_path / "train", "code", 0)
     assert default.algo is None and load_hyperparams("fetch", default.algo).algo == "sbx-sac"
+
+
+def test_a_runs_jobs_count_its_workers_as_sharing_a_gpu(tmp_path):
+    """A round trains W candidates at once: `--device auto` must weigh the GPU they would share, not one job's view."""
+    from text2reward.settings import RunConfig
+
+    assert RunConfig.of(task_id="fetch/reach", workers=4).train_config("fetch/reach", tmp_path / "train", "code", 0).gpu_sharers == 4
+    assert RunConfig.of(task_id="fetch/reach", workers=1).train_config("fetch/reach", tmp_path / "train", "code", 0).gpu_sharers == 1

@@ -87,19 +87,22 @@ def test_auto_keeps_ppo_and_sb3_sac_on_the_cpu():
     assert resolve_device("cpu", "sac") == "cpu"
 
 
-@pytest.mark.parametrize("backend, on_policy, n_envs, gpus, expected", [
-    ("sbx", False, 1, 1, "cpu"),    # 0.68x one core on an H100 (benchmarks/RESULTS.md, throughput)
-    ("sbx", False, 2, 1, "cpu"),
-    ("sbx", False, 4, 1, "cuda"),   # 1.28-1.57x
-    ("sbx", False, 16, 1, "cuda"),  # 5x
-    ("sbx", False, 16, 0, "cpu"),   # no GPU
-    ("sbx", True, 16, 1, "cpu"),    # PPO's small updates
-    ("sb3", False, 16, 1, "cpu"),   # SB3's per-update dispatch: unmeasured above one env, so never assumed faster
+@pytest.mark.parametrize("backend, on_policy, n_envs, gpus, sharers, expected", [
+    ("sbx", False, 1, 1, 1, "cpu"),    # 0.68x one core on an H100 (benchmarks/RESULTS.md, throughput)
+    ("sbx", False, 2, 1, 1, "cpu"),
+    ("sbx", False, 4, 1, 1, "cuda"),   # 1.28-1.57x
+    ("sbx", False, 16, 1, 1, "cuda"),  # 5x
+    ("sbx", False, 16, 1, 2, "cuda"),  # two jobs share the GPU's ~700-750 steps/s: ~350 each, above one CPU job's ~260
+    ("sbx", False, 16, 1, 4, "cpu"),   # four jobs ran 174 steps/s each on the GPU
+    ("sbx", False, 16, 1, 8, "cpu"),   # eight ran 93 each
+    ("sbx", False, 16, 0, 1, "cpu"),   # no GPU
+    ("sbx", True, 16, 1, 1, "cpu"),    # PPO's small updates
+    ("sb3", False, 16, 1, 1, "cpu"),   # SB3's per-update dispatch: unmeasured above one env, so never assumed faster
 ])
-def test_auto_follows_the_measured_rule(backend, on_policy, n_envs, gpus, expected):
+def test_auto_follows_the_measured_rule(backend, on_policy, n_envs, gpus, sharers, expected):
     from policies.train import auto_device
 
-    assert auto_device(backend, on_policy, n_envs, gpus) == expected
+    assert auto_device(backend, on_policy, n_envs, gpus, sharers) == expected
 
 
 def test_several_envs_keep_the_updates_per_env_step():
