@@ -19,13 +19,13 @@ from urllib.parse import urlencode
 
 import pytest
 import uvicorn
-from short_training import SHORT_ALGO
+from short_training import SHORT_ALGO, SHORT_HP
 
 from text2reward.dashboard import create_app
 from text2reward.loop import start_run
 from text2reward.settings import RunConfig
 
-TINY = {"learning_starts": 50, "batch_size": 32}
+TINY = SHORT_HP
 TERMINAL_ESCAPES = "\x1b]0;pwned\x07 \x1b[2J\x1b[31m \u202eevil\u202c \u2066iso\u2069 \x9b1m \u200f"
 """OSC (sets a terminal's title), CSI (clears, colours), bidi overrides and isolates, a C1 CSI, a right-to-left mark."""
 HOSTILE_REPLY = f"""<script>window.pwned = 1; document.title = "pwned"</script>

@@ -12,7 +12,7 @@ from typing import get_type_hints
 
 import numpy as np
 import pytest
-from short_training import SHORT_ALGO
+from short_training import SHORT_ALGO, SHORT_HP
 
 import text2reward
 from text2reward import Policy, RewardSearch, SearchCallback, SearchSettings, train_reward
@@ -22,7 +22,7 @@ from text2reward.runs.statuses import RunStatus
 from text2reward.settings import setting_fields
 
 TINY = dict(rounds=1, samples=1, steps=200, eval_freq=100, eval_episodes=1, final_seeds=0, video=False,
-            overrides={"learning_starts": 50, "batch_size": 32}, algo=SHORT_ALGO)
+            overrides=SHORT_HP, algo=SHORT_ALGO)
 
 
 @pytest.mark.parametrize("settings, error, message", [
@@ -100,7 +100,7 @@ def test_result_policy_predicts_saves_and_loads_from_the_file_alone(tmp_path):
 
 def test_a_training_result_holds_its_policy(tmp_path):
     result = train_reward("expert", "fetch/reach", out_dir=tmp_path / "train", steps=100, eval_freq=100, eval_episodes=1, algo="sac",
-                          overrides={"learning_starts": 50, "batch_size": 32, "final_eval_episodes": 1})
+                          overrides={**SHORT_HP, "final_eval_episodes": 1})
     policy = result.policy
     env = policy.make_env()
     action, _ = policy.predict(env.reset(seed=0)[0])

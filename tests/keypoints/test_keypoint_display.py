@@ -13,7 +13,7 @@ from html import unescape
 import numpy as np
 import pytest
 from dashboard_support import DashboardServer
-from short_training import SHORT_ALGO
+from short_training import SHORT_ALGO, SHORT_HP
 
 from text2reward.dashboard.export import export_html
 from text2reward.loop import start_run
@@ -32,7 +32,7 @@ def keypoint_run(tmp_path_factory) -> RunStore:
     """A finished run whose one candidate is the program text2reward wrote from the oracle's keypoints."""
     config = RunConfig.of(task_id="franka/push", reward_source="keypoints", keypoints="oracle", rounds=1, samples=1, steps=200,
                           workers=1, final_seeds=0, compare_expert=False, eval_freq=200, eval_episodes=1,
-                          overrides={"learning_starts": 50, "batch_size": 32}, algo=SHORT_ALGO, video=False)
+                          overrides=SHORT_HP, algo=SHORT_ALGO, video=False)
     return start_run(config, tmp_path_factory.mktemp("keypoints") / "runs")
 
 

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 from openai_server import OpenAITestServer, Say
-from short_training import SHORT_ALGO
+from short_training import SHORT_ALGO, SHORT_HP
 
 from sim_envs import codec, get_task
 from sim_envs.camera import shoot
@@ -26,7 +26,7 @@ BENCHMARK_TASKS = ["metaworld/drawer-open-v3", "metaworld/pick-place-v3", "fetch
 ORACLE_TOLERANCE = 0.04
 """Metres between a lifted oracle point and the true position: the depth image gives the visible face of an object,
 whose centre lies up to its half-size (2-2.5 cm blocks, a drawer handle) behind it, plus under a pixel at 480 px."""
-TINY = {"learning_starts": 50, "batch_size": 32}
+TINY = SHORT_HP
 
 
 def image_parts(request: dict) -> list[dict]:

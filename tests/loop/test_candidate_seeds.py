@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from short_training import SHORT_ALGO
+from short_training import SHORT_ALGO, SHORT_HP
 
 from policies.stats import Rate
 from text2reward.loop import resume_run, start_run
@@ -17,7 +17,7 @@ from text2reward.settings import CANDIDATE_SEED_STRIDE, RunConfig
 
 pytestmark = pytest.mark.slow  # end-to-end: real training
 
-TINY = {"learning_starts": 50, "batch_size": 32}
+TINY = SHORT_HP
 
 
 def test_two_seeds_per_candidate_train_two_jobs_and_pool_their_episodes(tmp_path):

@@ -10,7 +10,7 @@ import sys
 import pytest
 from openai_server import OpenAITestServer, Say
 from polling import wait_for
-from short_training import SHORT_ALGO
+from short_training import SHORT_ALGO, SHORT_HP
 
 from text2reward.loop import start_run
 from text2reward.runs.store import RunStore, list_runs
@@ -18,7 +18,7 @@ from text2reward.settings import RunConfig
 
 pytestmark = pytest.mark.slow  # end-to-end: real training
 
-TINY = {"learning_starts": 50, "batch_size": 32}
+TINY = SHORT_HP
 
 GOOD = '''Here is a reward.
 

@@ -6,13 +6,13 @@ import os
 import textwrap
 
 import pytest
-from short_training import SHORT_ALGO
+from short_training import SHORT_ALGO, SHORT_HP
 
 from sim_envs import get_task, load_task_file
 from text2reward import RewardSearch
 
 TINY = dict(rounds=1, samples=1, steps=200, eval_freq=100, eval_episodes=1, final_seeds=0, video=False, workers=1,
-            overrides={"learning_starts": 50, "batch_size": 32}, algo=SHORT_ALGO, success_threshold=1.01)
+            overrides=SHORT_HP, algo=SHORT_ALGO, success_threshold=1.01)
 
 
 def counting_task_file(folder, task_id: str):

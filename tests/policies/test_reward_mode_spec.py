@@ -10,6 +10,7 @@ import math
 import gymnasium as gym
 import numpy as np
 import pytest
+from short_training import SHORT_HP
 
 from policies.config import TrainConfig
 from policies.reward_modes import (
@@ -253,7 +254,7 @@ def test_a_job_trains_on_minus_the_cost_at_every_real_step(cost_mode, tmp_path):
     code.write_text(extract_code(REPLY, "cost").code)
     config = TrainConfig(task_id=TASK, out_dir=tmp_path / "job" / "train", reward="code", reward_mode="cost", steps=steps, seed=0,
                          eval_freq=200, eval_episodes=1, n_envs=1,
-                         overrides={"learning_starts": 50, "batch_size": 32, "final_eval_episodes": 1})
+                         overrides={**SHORT_HP, "final_eval_episodes": 1})
     record = run_job(TrainJob(train=config, code_path=str(code), analysis_episodes=1))
     result = json.loads((tmp_path / "job" / "done.json").read_text())["result"]  # the file the loop reads
     assert record.result.steps == steps

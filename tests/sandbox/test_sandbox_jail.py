@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 from attack_programs import CPU_BURN
 from attack_programs import LINT_OFF as BASE_LINT_OFF
+from short_training import SHORT_HP
 
 from sim_envs import codec, get_task
 from sim_envs.errors import RewardProgramError
@@ -656,7 +657,7 @@ def test_a_time_bomb_fails_its_candidate_in_a_run_and_the_run_goes_on(tmp_path):
     reply.write_text(TIME_BOMB_REPLY)
     config = RunConfig.of(task_id="fetch/reach", backend="file", reply_files=[str(reply)], rounds=1, samples=1, steps=600,
                           workers=1, final_seeds=1, compare_expert=False, screen=False, eval_freq=200, eval_episodes=1,
-                          overrides={"learning_starts": 50, "batch_size": 32})
+                          overrides=SHORT_HP)
     store = start_run(config, tmp_path / "runs")
     [candidate] = store.candidates()
     assert candidate.validation.ok is True

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from short_training import SHORT_HP
 
 from policies.config import TrainConfig
 from policies.curve import CurvePoint
@@ -176,7 +177,7 @@ def test_a_real_worker_behind_a_finished_leader_stops_at_the_rung_and_keeps_its_
     out = tmp_path / "r0-s1"
     job = TrainJob(
         train=TrainConfig(task_id="fetch/reach", out_dir=out / "train", reward="sparse", steps=800, eval_freq=200, eval_episodes=2,
-                          overrides={"learning_starts": 50, "batch_size": 32}, stop_file=str(out / STOP_FILE)),
+                          overrides=SHORT_HP, stop_file=str(out / STOP_FILE)),
         analysis_episodes=1, video=True,
     )
     (outcome,) = run_jobs([job], workers=1, early_stopper=stopper, names=["r0-s1"])
@@ -195,6 +196,6 @@ def test_a_candidate_that_reaches_the_threshold_stops_there_and_says_so(tmp_path
     from policies.train import train
 
     result = train(TrainConfig(task_id="fetch/reach", out_dir=tmp_path, reward="sparse", steps=600, eval_freq=100, eval_episodes=1,
-                               overrides={"learning_starts": 50, "batch_size": 32}, stop_at_success=0.0))
+                               overrides=SHORT_HP, stop_at_success=0.0))
     assert result.steps == 100 and result.requested_steps == 600
     assert result.stopped_early is not None and result.stopped_early["kind"] == "success" and result.stopped_early["steps"] == 100

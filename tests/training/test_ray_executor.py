@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from polling import wait_for
-from short_training import SHORT_ALGO
+from short_training import SHORT_ALGO, SHORT_HP
 
 from policies.config import TrainConfig
 from policies.curve import CurvePoint
@@ -29,7 +29,7 @@ from text2reward.training.job import PID_FILE, TrainJob
 from text2reward.training.ray_pool import Board, ray_session, run_jobs_on_ray
 
 pytestmark = pytest.mark.timeout(1500)  # a local Ray cluster on a loaded machine: minutes, not the default 300 s
-TINY = {"learning_starts": 50, "batch_size": 32}
+TINY = SHORT_HP
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 

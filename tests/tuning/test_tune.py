@@ -17,7 +17,7 @@ from pathlib import Path
 import optuna
 import pytest
 from polling import wait_for
-from short_training import SHORT_ALGO
+from short_training import SHORT_ALGO, SHORT_HP
 
 from policies.curve import CurvePoint
 from text2reward.errors import ConfigError
@@ -31,7 +31,7 @@ from text2reward.tuning.space import baseline_params, suggest
 from text2reward.tuning.study import STUDY_FILE, counted, open_study
 from text2reward.tuning.tune import tune_candidate
 
-TINY = {"learning_starts": 50, "batch_size": 32}
+TINY = SHORT_HP
 
 PROGRAM = '''"""A reward with constants of every kind."""
 import numpy as np
