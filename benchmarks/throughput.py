@@ -323,5 +323,6 @@ def main() -> None:
         with open(args.json, "w") as handle:
             json.dump(rows, handle, indent=1)
 
+
 if __name__ == "__main__":
     main()

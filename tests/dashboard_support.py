@@ -25,7 +25,6 @@ from text2reward.dashboard import create_app
 from text2reward.loop import start_run
 from text2reward.settings import RunConfig
 
-TINY = SHORT_HP
 TERMINAL_ESCAPES = "\x1b]0;pwned\x07 \x1b[2J\x1b[31m \u202eevil\u202c \u2066iso\u2069 \x9b1m \u200f"
 """OSC (sets a terminal's title), CSI (clears, colours), bidi overrides and isolates, a C1 CSI, a right-to-left mark."""
 HOSTILE_REPLY = f"""<script>window.pwned = 1; document.title = "pwned"</script>
@@ -53,7 +52,7 @@ def build_runs(base: Path) -> Path:
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
     start_run(RunConfig.of(task_id="fetch/reach", backend="heuristic", rounds=1, samples=2, steps=200, workers=2,
-                           final_seeds=1, eval_freq=100, eval_episodes=1, overrides=TINY, algo=SHORT_ALGO, success_threshold=1.01,
+                           final_seeds=1, eval_freq=100, eval_episodes=1, overrides=SHORT_HP, algo=SHORT_ALGO, success_threshold=1.01,
                            early_stop=False), runs)  # both candidates train to the end: the pages' figures are fixed
     reply = base / "hostile_reply.md"
     reply.write_text(HOSTILE_REPLY)

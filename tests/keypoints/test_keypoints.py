@@ -26,7 +26,6 @@ BENCHMARK_TASKS = ["metaworld/drawer-open-v3", "metaworld/pick-place-v3", "fetch
 ORACLE_TOLERANCE = 0.04
 """Metres between a lifted oracle point and the true position: the depth image gives the visible face of an object,
 whose centre lies up to its half-size (2-2.5 cm blocks, a drawer handle) behind it, plus under a pixel at 480 px."""
-TINY = SHORT_HP
 
 
 def image_parts(request: dict) -> list[dict]:
@@ -254,7 +253,7 @@ def test_keypoints_need_a_model_that_sees(tmp_path):
 @pytest.mark.slow
 def test_a_keypoint_reward_source_trains_its_program_like_a_model_reward(tmp_path):
     config = RunConfig.of(task_id="fetch/push", reward_source="keypoints", keypoints="oracle", rounds=1, samples=1, steps=200,
-                          workers=1, final_seeds=0, compare_expert=False, eval_freq=200, eval_episodes=1, overrides=TINY, algo=SHORT_ALGO, video=False)
+                          workers=1, final_seeds=0, compare_expert=False, eval_freq=200, eval_episodes=1, overrides=SHORT_HP, algo=SHORT_ALGO, video=False)
     store = start_run(config, tmp_path)
     (candidate,) = store.candidates()
     assert candidate.backend == "keypoints" and candidate.model == "program from oracle keypoints"
@@ -281,7 +280,7 @@ def test_failure_analysis_shows_the_keyframes_and_its_answer_reaches_the_next_pr
         os.environ.setdefault("OPENAI_API_KEY", "test-key")
         config = RunConfig.of(task_id="fetch/reach", backend="openai", model="vision-model", base_url=server.base_url,
                               vision=True, vision_analysis=True, rounds=2, samples=1, steps=150, workers=1, final_seeds=0,
-                              compare_expert=False, eval_freq=150, eval_episodes=1, overrides=TINY, algo=SHORT_ALGO, success_threshold=1.01)
+                              compare_expert=False, eval_freq=150, eval_episodes=1, overrides=SHORT_HP, algo=SHORT_ALGO, success_threshold=1.01)
         store = start_run(config, tmp_path)
         requests = server.chat_requests
     asked = requests[1]
@@ -347,7 +346,7 @@ def test_a_person_answers_through_reply_files_and_the_run_resumes_where_it_waite
     answer.write_text(json.dumps({"grasp": {"x": round(gu), "y": round(gv), "anchor": "obj"}, "target": {"x": 120, "y": 380}}))
     config = RunConfig.of(task_id="franka/push", backend="file", reply_files=[str(answer)], vision=True, reward_source="code+keypoints",
                           keypoints="model", rounds=1, samples=1, steps=200, workers=1, final_seeds=0, compare_expert=False,
-                          eval_freq=200, eval_episodes=1, overrides=TINY, algo=SHORT_ALGO, video=False, screen=False)
+                          eval_freq=200, eval_episodes=1, overrides=SHORT_HP, algo=SHORT_ALGO, video=False, screen=False)
     store = start_run(config, tmp_path / "runs")
     assert store.state().status == "waiting_for_replies"
     assert read_keypoints(store.root / "keypoints").source == "file:file"

@@ -17,12 +17,11 @@ from text2reward.settings import CANDIDATE_SEED_STRIDE, RunConfig
 
 pytestmark = pytest.mark.slow  # end-to-end: real training
 
-TINY = SHORT_HP
 
 
 def test_two_seeds_per_candidate_train_two_jobs_and_pool_their_episodes(tmp_path):
     config = RunConfig.of(task_id="fetch/reach", backend="heuristic", rounds=2, samples=1, steps=300, workers=2, candidate_seeds=2,
-                          final_seeds=1, compare_expert=False, eval_freq=150, eval_episodes=2, overrides=TINY, algo=SHORT_ALGO,
+                          final_seeds=1, compare_expert=False, eval_freq=150, eval_episodes=2, overrides=SHORT_HP, algo=SHORT_ALGO,
                           success_threshold=1.01, video=False)
     messages: list[str] = []
     store = start_run(config, tmp_path, emit=lambda e: messages.append(e.text))

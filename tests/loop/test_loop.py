@@ -18,7 +18,6 @@ from text2reward.settings import RunConfig
 
 pytestmark = pytest.mark.slow  # end-to-end: real training
 
-TINY = SHORT_HP
 
 GOOD = '''Here is a reward.
 
@@ -54,7 +53,7 @@ def t2r(*args, **kwargs):
 
 def test_heuristic_run_two_rounds_with_report(tmp_path):
     config = RunConfig.of(task_id="fetch/reach", backend="heuristic", rounds=2, samples=1, steps=300, workers=2,
-                          final_seeds=1, eval_freq=150, eval_episodes=2, overrides=TINY, algo=SHORT_ALGO, success_threshold=1.01)
+                          final_seeds=1, eval_freq=150, eval_episodes=2, overrides=SHORT_HP, algo=SHORT_ALGO, success_threshold=1.01)
     messages: list[str] = []
     store = start_run(config, tmp_path, emit=lambda e: messages.append(e.text))
     state = store.state()
@@ -98,7 +97,7 @@ def test_openai_server_loop_feeds_tracebacks_back_and_records_failures(tmp_path)
     with OpenAITestServer(script=script) as server:
         config = RunConfig.of(task_id="metaworld/reach-v3", backend="openai", model="test-model", base_url=server.base_url,
                               rounds=1, samples=4, steps=200, workers=2, final_seeds=0, compare_expert=False,
-                              eval_freq=200, eval_episodes=1, overrides=TINY, algo=SHORT_ALGO, video=False, screen_threshold=0.5)
+                              eval_freq=200, eval_episodes=1, overrides=SHORT_HP, algo=SHORT_ALGO, video=False, screen_threshold=0.5)
         os.environ.setdefault("OPENAI_API_KEY", "test-key")
         store = start_run(config, tmp_path)
         requests = server.chat_requests
@@ -193,7 +192,7 @@ def test_vision_rounds_show_the_model_rollout_keyframes(tmp_path):
         os.environ.setdefault("OPENAI_API_KEY", "test-key")
         config = RunConfig.of(task_id="fetch/reach", backend="openai", model="vision-model", base_url=server.base_url,
                               vision=True, rounds=2, samples=1, steps=150, workers=1, final_seeds=0, compare_expert=False,
-                              eval_freq=150, eval_episodes=1, overrides=TINY, algo=SHORT_ALGO, success_threshold=1.01)
+                              eval_freq=150, eval_episodes=1, overrides=SHORT_HP, algo=SHORT_ALGO, success_threshold=1.01)
         store = start_run(config, tmp_path)
         first, second = server.chat_requests
     def images(request):
@@ -213,7 +212,7 @@ def test_the_feedback_prompt_of_a_two_candidate_round_shows_both(tmp_path):
         os.environ.setdefault("OPENAI_API_KEY", "test-key")
         config = RunConfig.of(task_id="fetch/reach", backend="openai", model="test-model", base_url=server.base_url,
                               rounds=2, samples=2, steps=150, workers=2, final_seeds=0, compare_expert=False,
-                              eval_freq=150, eval_episodes=2, overrides=TINY, algo=SHORT_ALGO, video=False, success_threshold=1.01)
+                              eval_freq=150, eval_episodes=2, overrides=SHORT_HP, algo=SHORT_ALGO, video=False, success_threshold=1.01)
         store = start_run(config, tmp_path)
         first, second = server.chat_requests
     summary = store.round_summary(0)

@@ -29,7 +29,6 @@ from text2reward.training.job import PID_FILE, TrainJob
 from text2reward.training.ray_pool import Board, ray_session, run_jobs_on_ray
 
 pytestmark = pytest.mark.timeout(1500)  # a local Ray cluster on a loaded machine: minutes, not the default 300 s
-TINY = SHORT_HP
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
@@ -46,7 +45,7 @@ def ray_address():
 
 def job(out: Path, steps: int, reward: str = "expert", **extra) -> TrainJob:
     train = TrainConfig(task_id="fetch/reach", out_dir=out / "train", reward=reward, steps=steps, eval_freq=100, eval_episodes=1,
-                        overrides=TINY, algo=SHORT_ALGO, stop_file=str(out / STOP_FILE))
+                        overrides=SHORT_HP, algo=SHORT_ALGO, stop_file=str(out / STOP_FILE))
     return TrainJob(train=train, analysis_episodes=1, **extra)
 
 
@@ -157,7 +156,7 @@ def test_a_round_on_ray_stores_what_the_local_pool_stores(tmp_path, ray_address)
     """The same 2-candidate round (heuristic rewards, real training, videos) on both executors: the same candidate
     records and the same files in every job folder, with keyframe paths pointing into this run's folder."""
     config = RunConfig.of(task_id="fetch/reach", backend="heuristic", rounds=1, samples=2, steps=200, workers=2, final_seeds=0,
-                          eval_freq=100, eval_episodes=1, overrides=TINY, algo=SHORT_ALGO, success_threshold=1.01, early_stop=False)
+                          eval_freq=100, eval_episodes=1, overrides=SHORT_HP, algo=SHORT_ALGO, success_threshold=1.01, early_stop=False)
     local = start_run(config, tmp_path / "local")
     said: list[str] = []
     on_ray = start_run(config.updated(executor="ray"), tmp_path / "ray", emit=lambda e: said.append(e.text))

@@ -31,8 +31,6 @@ from text2reward.tuning.space import baseline_params, suggest
 from text2reward.tuning.study import STUDY_FILE, counted, open_study
 from text2reward.tuning.tune import tune_candidate
 
-TINY = SHORT_HP
-
 PROGRAM = '''"""A reward with constants of every kind."""
 import numpy as np
 
@@ -263,7 +261,7 @@ def trained_run(tmp_path_factory):
     from text2reward.loop import start_run
 
     config = RunConfig.of(task_id="fetch/reach", backend="heuristic", rounds=1, samples=1, steps=300, workers=2, final_seeds=0,
-                          compare_expert=False, video=False, screen=False, eval_freq=100, eval_episodes=2, overrides=TINY, algo=SHORT_ALGO,
+                          compare_expert=False, video=False, screen=False, eval_freq=100, eval_episodes=2, overrides=SHORT_HP, algo=SHORT_ALGO,
                           success_threshold=1.01)
     return start_run(config, tmp_path_factory.mktemp("base"))
 
@@ -397,7 +395,7 @@ def test_run_with_tune_tunes_the_best_after_the_last_round_and_compares_the_winn
     from text2reward.runs.ranking import best_candidate
 
     config = RunConfig.of(task_id="fetch/reach", backend="heuristic", rounds=1, samples=1, steps=300, workers=2, final_seeds=1,
-                          compare_expert=False, video=False, screen=False, eval_freq=100, eval_episodes=2, overrides=TINY, algo=SHORT_ALGO,
+                          compare_expert=False, video=False, screen=False, eval_freq=100, eval_episodes=2, overrides=SHORT_HP, algo=SHORT_ALGO,
                           success_threshold=1.01, tune=2)
     messages: list[str] = []
     store = start_run(config, tmp_path, emit=lambda e: messages.append(e.text))
