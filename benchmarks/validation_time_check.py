@@ -5,7 +5,9 @@ wall clock once the kernel's CPU and run-queue times are taken out. Validation p
 process reads replies late (a collection of a big heap, a virtual CPU the host took away), the reward waits idle on
 its pipe, and the wait lands on one call. This script validates a trivial reward with this process on time and then
 paused while decoding a few replies. For each run it prints both rules: the old mean of CPU + blocked, and the
-current mean CPU + median blocked (`validation.smoke_checks`).
+current mean CPU + median blocked (`validation.smoke_checks`). Then a scipy reward on a few states, timed on the
+first pass over them (cold: scipy builds what it needs on the first call) and on the second (warm, what validation
+judges since a CI run failed this reward at 2,565 µs a call on 12 states).
 
     python benchmarks/validation_time_check.py                      # ~10 s
     python benchmarks/validation_time_check.py --pauses 3 --pause-seconds 0.2 --runs 3
@@ -23,6 +25,17 @@ from text2reward.sandbox.process import ReplyDecoder
 from text2reward.sandbox.validation import smoke_checks
 
 TRIVIAL = "def compute_dense_reward(self, action):\n    return float(self.robot.ee_position[0])\n"
+SCIPY = """
+import numpy as np
+from scipy.spatial import distance
+from scipy.spatial.transform import Rotation
+from scipy.special import expit
+
+def compute_dense_reward(self, action):
+    d = float(distance.euclidean(self.robot.ee_position, self.goal_position))
+    turned = Rotation.from_euler("z", 90, degrees=True).apply(np.array(self.robot.ee_position))
+    return -d, {"d": d, "turned_y": float(turned[1]), "squashed": float(expit(-d))}
+"""
 
 
 def paused_decoder(pauses: int, seconds: float, calls: int) -> type[ReplyDecoder]:
@@ -70,6 +83,19 @@ def main() -> None:
         finally:
             runner.ReplyDecoder = original  # type: ignore[misc]
         print(f"| {label} | {' / '.join(before)} | {' / '.join(now)} | {' / '.join(verdicts)} |")
+    first_call(states[:12], limits, args.runs)
+
+
+def first_call(states: list, limits: Limits, runs: int) -> None:
+    """The scipy reward's time per call judged on the first pass (repeats=1) and on the second (validation's)."""
+    print(f"\n| scipy reward, {len(states)} states | first pass (cold), µs per call | second pass (judged), µs per call |")
+    print("| --- | ---: | ---: |")
+    for _ in range(runs):
+        cold_run = run_reward(SCIPY, states, limits, repeats=1)
+        cold = smoke_checks(cold_run, limits)["time_per_call"]
+        warm = smoke_checks(run_reward(SCIPY, states, limits, repeats=2), limits)["time_per_call"]
+        print(f"| run | {cold['us_per_call']:,.0f} (its first call: {cold_run.seconds[0].cpu * 1e6:,.0f} CPU) | "
+              f"{warm['us_per_call']:,.0f} |")
 
 
 if __name__ == "__main__":

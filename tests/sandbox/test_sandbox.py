@@ -118,7 +118,7 @@ def test_ant_reward_with_scipy_validates():
 
 def test_a_parent_that_reads_replies_late_does_not_fail_a_fast_reward(reach_states, monkeypatch):
     """This process, paused mid-validation (a collection of a big heap, a stolen virtual CPU: here it sleeps 0.2 s
-    while decoding 3 of 200 replies), leaves the reward idle for that long: on the mean of CPU + blocked that was
+    while decoding 3 of the timed pass's 200 replies), leaves the reward idle for that long: on the mean of CPU + blocked that was
     3 ms a call and failed a 50 us reward on a busy CI machine. Blocked time is judged on its median, CPU on its mean."""
     import time
 
@@ -128,7 +128,7 @@ def test_a_parent_that_reads_replies_late_does_not_fail_a_fast_reward(reach_stat
 
     def late(self, raw):
         decoded.append(1)
-        if len(decoded) in (50, 100, 150):
+        if len(decoded) - len(reach_states) in (50, 100, 150):  # in the second pass, the one timed
             time.sleep(0.2)
         return decode(self, raw)
 
@@ -138,6 +138,23 @@ def test_a_parent_that_reads_replies_late_does_not_fail_a_fast_reward(reach_stat
     assert sum(cost.blocked for cost in result.seconds) >= 0.5  # the pauses were there, on the reward's side
     timing = smoke_checks(result, Limits())["time_per_call"]
     assert timing["ok"] is True and timing["us_per_call"] < 1000, timing
+
+
+def test_a_cost_paid_on_the_first_call_only_is_not_the_rewards_time_per_call(reach, reach_states):
+    """What a library builds on its first call (scipy's lazy modules: 2-4 ms idle, ~30 ms on a busy CI machine, where a
+    mean over 12 states failed a 200 us reward) is paid once in training: time is judged on the warm second pass."""
+    from text2reward.sandbox.validation import smoke_checks
+
+    # ~0.6 s of CPU on the first call here (10M interpreted additions), ~0.2 s on a CPU 3x faster: over 20 states a
+    # mean of >= 10 ms, 5x validation's limit, while the per-call stop is raised out of the way
+    code = reach_reward('if not built:\n    s = 0.0\n    for i in range(10_000_000):\n        s += i * 1e-12\n'
+                        '    built.append(s)\nreturn -d', "built = []")
+    limits, states = Limits(call_cpu_seconds=20.0), reach_states[::10]
+    cold = smoke_checks(run_reward(code, states, limits, repeats=1), limits)["time_per_call"]
+    assert cold["ok"] is False and cold["cpu_mean_us"] > limits.max_call_us, cold  # the one-off cost is real
+    report = validate(code, reach, states, limits=limits)
+    assert report.ok, report.errors
+    assert report.checks["time_per_call"]["cpu_mean_us"] < limits.max_call_us / 4
 
 
 # The jailed worker inherits the variables that select numeric kernels (OPENBLAS_CORETYPE...), so it

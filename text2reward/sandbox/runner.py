@@ -74,8 +74,10 @@ class RunResult:
 
     passes: list[list[Output]] = field(default_factory=list)
     seconds: list[CallCost] = field(default_factory=list)
-    """The reward's own time per call in the first pass (CPU and blocked, from the kernel's clocks of the child, read
-    by the parent: load and waiting for a CPU do not count)."""
+    """The reward's own time per call in the last pass (CPU and blocked, from the kernel's clocks of the child, read
+    by the parent: load and waiting for a CPU do not count). Why the last: the first pass warms what a library builds
+    on its first call (scipy's lazy modules took 2-4 ms on one call idle, ~30 ms on a busy machine), which training
+    pays once in millions of calls, but which a mean over validation's few states would charge as the reward's cost."""
     error: str | None = None
     """Feedback text: the trimmed traceback, or why the process was stopped."""
     error_kind: str | None = None
@@ -165,6 +167,7 @@ def _drive(child: ValidationChild, samples: list[tuple[Any, np.ndarray]], module
             raise SandboxFailure("the reward process sent a malformed reply")
         encoder, decoder = ViewEncoder(modules), ReplyDecoder()
         no_clock: int | None = None  # the first call with no kernel clock reading: fails the run unless a cause comes first
+        timed = repeats - 1  # the warm pass (RunResult.seconds)
         for repeat in range(repeats):
             outputs: list[Output] = []
             frames = [encoder.encode(view, np.asarray(action)) for view, action in samples]  # schemas in the first pass only
@@ -178,7 +181,7 @@ def _drive(child: ValidationChild, samples: list[tuple[Any, np.ndarray]], module
                     result.error_kind = kind if kind in ("exception", "output") else "exception"
                     return
                 outputs.append(reply)
-                if repeat == 0:
+                if repeat == timed:
                     if split is None:  # no verdict on time without the kernel's clocks: never a pass (below), unless a
                         no_clock = index if no_clock is None else no_clock  # later call says why (the child had exited)
                         continue
