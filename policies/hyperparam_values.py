@@ -31,6 +31,10 @@ OFF_POLICY_STORED = frozenset({"batch_size", "buffer_size", "learning_starts", "
 """Sizes that SB3's and SBX's off-policy constructors only store (read in their sources: the buffer is built at the probe's
 size anyway): `check_sizes` is their whole check, so an off-policy `--hp` naming only these and `COUNTS` skips the
 throw-away build, which would cost a `t2r run` driver, which trains nothing itself, the import of SB3 and torch (and JAX)."""
+OFF_POLICY_WHOLE_NUMBERS = frozenset({"train_freq"})
+"""Sizes those constructors only pair with a unit when given a whole number (`train_freq=4` becomes `(4, "step")`: SB3's
+`_convert_train_freq`, read in its source), which `check_sizes` checks: given so, they skip the build too (it cost a
+driver ~4 s of CPU). A pair (`[4, "episode"]`) still goes to the build, which knows the units."""
 
 
 def _probe(params: Hyperparams) -> Hyperparams:
@@ -65,7 +69,7 @@ def check_override_values(task: Task, params: Hyperparams, overrides: dict[str, 
         if key in overrides and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
             raise ConfigError(f"--hp {key}={overrides[key]!r} must be a positive whole number")
     check_sizes(params.algo_kwargs, overrides)
-    if not get_algorithm(params.algo).on_policy and set(overrides) <= OFF_POLICY_STORED | set(COUNTS):
+    if not get_algorithm(params.algo).on_policy and all(_only_stored(key, params.algo_kwargs) for key in overrides):
         return
     try:
         _build(task, params)
@@ -74,6 +78,13 @@ def check_override_values(task: Task, params: Hyperparams, overrides: dict[str, 
         named = f"--hp {culprit}={overrides[culprit]!r}" if culprit else "--hp " + " ".join(f"{k}={v!r}" for k, v in overrides.items())
         raise ConfigError(f"{named} is refused by {params.algo.upper()}: {type(exc).__name__}: {_line(exc)}; "
                           "give a value of the type its documentation names (e.g. --hp learning_rate=0.0003)") from None
+
+
+def _only_stored(key: str, algo_kwargs: dict[str, Any]) -> bool:
+    """Whether an off-policy constructor does nothing with `key`'s value that `check_sizes` has not checked."""
+    value = algo_kwargs.get(key)
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    return key in OFF_POLICY_STORED or key in COUNTS or (key in OFF_POLICY_WHOLE_NUMBERS and whole)
 
 
 def check_sizes(algo_kwargs: dict[str, Any], overrides: dict[str, Any]) -> None:

@@ -1,4 +1,5 @@
-"""Stopping a training when a person asks (Ctrl-C, SIGTERM): at the next step, with what it reached kept.
+"""Stopping a training when a person asks (Ctrl-C, SIGTERM): at the next step that ends a collection, with what it
+reached kept.
 
 Why a request polled by a callback rather than KeyboardInterrupt raised wherever the signal lands: an exception in the
 middle of SB3's step could leave a transition half stored or an update half made, and the checkpoint written after it
@@ -13,8 +14,10 @@ import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.type_aliases import TrainFrequencyUnit
 
 
 class TrainingInterrupted(Exception):
@@ -26,14 +29,26 @@ class TrainingInterrupted(Exception):
 
 
 class StopOnRequest(BaseCallback):
-    """Ends `learn` at the step after `requested()` turns true."""
+    """Ends `learn` at the first step after `requested()` turns true that ends one of the algorithm's collections.
+
+    Why not at once: an off-policy algorithm collects `train_freq` steps (times its envs) between updates, counted from
+    where `learn` starts, and keeps collecting whole chunks until the budget. A training stopped mid-chunk and resumed
+    counts its chunks from the stop, and overshot its budget (401 or 402 steps of 400 with `train_freq=4`). Stopped on
+    a chunk's end, a resumed training's chunks end where a fresh one's would. That waits at most `train_freq - 1` steps;
+    with SAC's default of 1, and for PPO (which resumes at its rollouts' ends: policies.resume), it is the next step."""
 
     def __init__(self, requested: Callable[[], bool]):
         super().__init__()
         self.requested = requested
 
     def _on_step(self) -> bool:
-        return not self.requested()
+        return not (self.requested() and self._at_chunk_end())
+
+    def _at_chunk_end(self) -> bool:
+        train_freq: Any = getattr(self.model, "train_freq", None)
+        if getattr(train_freq, "unit", None) != TrainFrequencyUnit.STEP:  # on-policy, or chunks of episodes
+            return True
+        return int(self.model.num_timesteps) % (int(train_freq.frequency) * int(self.model.n_envs)) == 0
 
 
 class StopRequest:

@@ -181,8 +181,15 @@ def build_algorithm(params: Hyperparams, env: Any, seed: int, device: str, tb_di
         verbose=0,
         tensorboard_log=str(tb_dir),
         policy_kwargs=dict(params.policy_kwargs),
-        **(her_algo_kwargs(params.algo_kwargs, params.her_kwargs) if params.her else params.algo_kwargs),
+        **library_kwargs(her_algo_kwargs(params.algo_kwargs, params.her_kwargs) if params.her else params.algo_kwargs),
     )
+
+
+def library_kwargs(algo_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The algorithm's arguments as the library takes them. JSON and YAML have no tuples, and SB3 takes `train_freq` as
+    a whole number or a (number, unit) tuple: a `--hp train_freq=[4,"episode"]` list was refused ("must be an integer")."""
+    value = algo_kwargs.get("train_freq")
+    return {**algo_kwargs, "train_freq": tuple(value)} if isinstance(value, list) else dict(algo_kwargs)
 
 
 def train(

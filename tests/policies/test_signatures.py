@@ -64,7 +64,7 @@ from pathlib import Path
 from policies.config import TrainConfig
 from text2reward.preflight import check_train_config
 check_train_config(TrainConfig(task_id="fetch/reach", out_dir=Path(sys.argv[1]), algo=sys.argv[2] or None,
-                               overrides={"learning_starts": 50, "batch_size": 32, "eval_episodes": 1}))
+                               overrides={"learning_starts": 50, "batch_size": 32, "train_freq": 4, "eval_episodes": 1}))
 print(json.dumps(sorted(sys.modules)))
 """
 
@@ -72,7 +72,7 @@ print(json.dumps(sorted(sys.modules)))
 @pytest.mark.parametrize("algo", ["", "sac"])
 def test_a_drivers_settings_check_imports_no_training_library_once_the_cache_is_warm(tmp_path, algo):
     """What `t2r run` checks before its first line (the family's settings, the device, `--hp` sizes an off-policy
-    constructor only stores) costs its driver no import of torch, SB3, JAX or SBX (~3-4 s) once the cache holds the
+    constructor only stores, or only pairs with a unit, as a whole-number `train_freq`) costs its driver no import of torch, SB3, JAX or SBX (~3-4 s) once the cache holds the
     constructor: the first driver on a machine fills it. Also with `--algo sac`, where the family's SBX settings are
     carried to SB3's SAC by the arguments its constructor and its policy's take."""
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
@@ -86,3 +86,20 @@ def test_a_drivers_settings_check_imports_no_training_library_once_the_cache_is_
     assert "sbx" in loaded()  # the first reads the library (fetch trains with SBX's SAC)
     heavy = loaded() & set(TRAINING_LIBRARIES)
     assert not heavy, sorted(heavy)
+
+
+@pytest.mark.parametrize(("train_freq", "refused"), [(4, None), ([4, "episode"], None), (0, "must be a positive whole number"),
+                                                     ([4, "sideways"], "is refused by SAC")])
+def test_train_freq_is_checked_as_a_number_or_by_the_constructor_as_a_pair(train_freq, refused):
+    from policies.hyperparam_values import check_override_values
+    from policies.hyperparams import load_hyperparams
+    from sim_envs import get_task
+    from sim_envs.errors import ConfigError
+
+    task = get_task("fetch/reach")
+    params = load_hyperparams(task.family, "sac", {"train_freq": train_freq})
+    if refused is None:
+        check_override_values(task, params, {"train_freq": train_freq})
+    else:
+        with pytest.raises(ConfigError, match=refused):
+            check_override_values(task, params, {"train_freq": train_freq})
