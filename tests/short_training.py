@@ -13,3 +13,6 @@ SHORT_HP = {"learning_starts": 50, "batch_size": 32, "train_freq": 4}
 """The hyper-parameters of those tests' jobs: updates from step 50, on batches of 32, one per 4 env steps. At 200-300
 steps the tests exercise the loop around training, not learning: a forked 300-step SB3 SAC job took ~6.4 CPU-s with an
 update every step (250 of them) and ~4.9 with one every 4 (this machine, 2026-11-27)."""
+
+SHORT_HP_ARGS = [arg for key, value in SHORT_HP.items() for arg in ("--hp", f"{key}={value}")]
+"""The same settings as `t2r run`/`t2r train` options, for the tests that start the commands."""

@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
-from short_training import SHORT_ALGO
+from short_training import SHORT_ALGO, SHORT_HP_ARGS
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "runs_head" / "20261125-213341-fetch-reach-4ed575"
 REACHED_WITHIN = 300.0
 """A bound far above what reaching the first evaluation takes on a loaded machine (about 20 s), never a wait."""
-SMALL_SAC = ["--algo", SHORT_ALGO, "--hp", "learning_starts=50", "--hp", "batch_size=32"]
+SMALL_SAC = ["--algo", SHORT_ALGO, *SHORT_HP_ARGS]
 
 
 def command(*args: str) -> list[str]:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from replies import REACH_REPLY
-from short_training import SHORT_ALGO
+from short_training import SHORT_ALGO, SHORT_HP_ARGS
 
 GOOD = REACH_REPLY
 TINY_TRAINING = ["--steps", "150", "--eval-freq", "150", "--eval-episodes", "1", "--final-seeds", "0",
-                 "--no-compare-expert", "--workers", "1", "--algo", SHORT_ALGO, "--hp", "learning_starts=50", "--hp", "batch_size=32"]
+                 "--no-compare-expert", "--workers", "1", "--algo", SHORT_ALGO, *SHORT_HP_ARGS]
 
 
 def t2r(*args: object, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -10,7 +10,7 @@ import sys
 import pytest
 from openai_server import OpenAITestServer, Say
 from polling import wait_for
-from short_training import SHORT_ALGO, SHORT_HP
+from short_training import SHORT_ALGO, SHORT_HP, SHORT_HP_ARGS
 
 from text2reward.loop import start_run
 from text2reward.runs.store import RunStore, list_runs
@@ -120,7 +120,7 @@ def test_killed_worker_then_resume_keeps_finished_results(tmp_path):
     command = [sys.executable, "-m", "text2reward.cli", "run", "--task", "fetch/reach", "--llm", "heuristic",
                "--rounds", "1", "--samples", "2", "--workers", "1", "--steps", "600", "--final-seeds", "1",
                "--no-compare-expert", "--eval-freq", "300", "--eval-episodes", "1",
-               "--hp", "learning_starts=50", "--hp", "batch_size=32", "--runs-dir", "runs"]
+               *SHORT_HP_ARGS, "--runs-dir", "runs"]
     main = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
     try:
         run_dir = wait_for(lambda: next(iter(runs.glob("*/config.json")), None), 60, "the run directory").parent
@@ -158,7 +158,7 @@ def test_a_driver_killed_outright_leaves_its_workers_to_the_resumed_run(tmp_path
     starting a second writer on their folders, then finishes with their results."""
     command = [sys.executable, "-m", "text2reward.cli", "run", "--task", "fetch/reach", "--llm", "heuristic",
                "--rounds", "1", "--samples", "2", "--workers", "2", "--steps", "1500", "--final-seeds", "0",
-               "--eval-freq", "500", "--eval-episodes", "1", "--hp", "learning_starts=50", "--hp", "batch_size=32",
+               "--eval-freq", "500", "--eval-episodes", "1", *SHORT_HP_ARGS,
                "--runs-dir", "runs"]
     driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
     pids: list[int] = []

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from openai_server import Fail, OpenAITestServer, Say
 from replies import REACH_REPLY
-from short_training import SHORT_ALGO
+from short_training import SHORT_ALGO, SHORT_HP_ARGS
 
 from text2reward.runs.lock import LOCK_FILE, RunLock
 from text2reward.runs.store import RunStore
@@ -52,7 +52,7 @@ def compute_dense_reward(self, action):
 PROSE = "I would reward the robot for getting close to the goal."
 
 TINY_TRAINING = ["--steps", "150", "--eval-freq", "150", "--eval-episodes", "1", "--final-seeds", "0",
-                 "--no-compare-expert", "--workers", "1", "--algo", SHORT_ALGO, "--hp", "learning_starts=50", "--hp", "batch_size=32"]
+                 "--no-compare-expert", "--workers", "1", "--algo", SHORT_ALGO, *SHORT_HP_ARGS]
 
 
 def t2r(*args: object, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:

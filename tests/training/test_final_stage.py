@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from polling import wait_for
-from short_training import SHORT_ALGO
+from short_training import SHORT_ALGO, SHORT_HP_ARGS
 
 from text2reward.loop import FINAL_ATTEMPTS
 from text2reward.runs.store import RunStore
@@ -50,7 +50,7 @@ def test_a_final_training_killed_every_time_is_shown_with_its_reason_and_resume_
     command = [sys.executable, "-m", "text2reward.cli", "run", "--task", "fetch/reach", "--llm", "heuristic",
                "--rounds", "1", "--samples", "1", "--workers", "1", "--steps", "300", "--final-seeds", "1",
                "--no-compare-expert", "--eval-freq", "300", "--eval-episodes", "1", "--no-video", "--algo", SHORT_ALGO,
-               "--hp", "learning_starts=50", "--hp", "batch_size=32", "--runs-dir", str(runs)]
+               *SHORT_HP_ARGS, "--runs-dir", str(runs)]
     main = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
     try:
         run_dir = wait_for(lambda: next(iter(runs.glob("*/config.json")), None), 60, "the run directory").parent

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from polling import wait_for
-from short_training import SHORT_ALGO, SHORT_HP
+from short_training import SHORT_ALGO, SHORT_HP, SHORT_HP_ARGS
 
 from policies.config import TrainConfig
 from policies.curve import CurvePoint
@@ -244,8 +244,7 @@ def test_a_driver_killed_under_ray_is_resumed_without_redoing_finished_jobs(tmp_
     runs = tmp_path / "runs"
     command = [sys.executable, "-m", "text2reward.cli", "run", "--task", "fetch/reach", "--llm", "heuristic", "--rounds", "1",
                "--samples", "2", "--workers", "1", "--steps", "200", "--final-seeds", "0", "--eval-freq", "100",
-               "--eval-episodes", "1", "--no-video", "--no-early-stop", "--algo", SHORT_ALGO, "--hp", "learning_starts=50",
-               "--hp", "batch_size=32", "--executor", "ray", "--ray-address", ray_address, "--runs-dir", str(runs)]
+               "--eval-episodes", "1", "--no-video", "--no-early-stop", "--algo", SHORT_ALGO, *SHORT_HP_ARGS, "--executor", "ray", "--ray-address", ray_address, "--runs-dir", str(runs)]
     driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         run_dir = wait_for(lambda: next(iter(runs.glob("*/config.json")), None), 300, "the run directory").parent
@@ -281,7 +280,7 @@ def test_a_run_without_an_address_starts_its_own_ray_and_stops_it(tmp_path):
         env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"RAY_TMPDIR": str(ray_tmp)}
         done = subprocess.run([sys.executable, "-m", "text2reward.cli", "run", "--task", "fetch/reach", "--llm", "heuristic", "--rounds", "1",
                                "--samples", "1", "--steps", "200", "--final-seeds", "0", "--eval-freq", "100", "--eval-episodes", "1",
-                               "--no-video", "--algo", SHORT_ALGO, "--hp", "learning_starts=50", "--hp", "batch_size=32", "--executor", "ray",
+                               "--no-video", "--algo", SHORT_ALGO, *SHORT_HP_ARGS, "--executor", "ray",
                                "--runs-dir", str(tmp_path)], capture_output=True, text=True, timeout=1200, env=env)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "training on Ray: a local Ray instance on 127.0.0.1" in done.stdout, done.stdout
