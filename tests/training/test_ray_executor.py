@@ -244,7 +244,8 @@ def test_a_driver_killed_under_ray_is_resumed_without_redoing_finished_jobs(tmp_
     runs = tmp_path / "runs"
     command = [sys.executable, "-m", "text2reward.cli", "run", "--task", "fetch/reach", "--llm", "heuristic", "--rounds", "1",
                "--samples", "2", "--workers", "1", "--steps", "200", "--final-seeds", "0", "--eval-freq", "100",
-               "--eval-episodes", "1", "--no-video", "--no-early-stop", "--algo", SHORT_ALGO, *SHORT_HP_ARGS, "--executor", "ray", "--ray-address", ray_address, "--runs-dir", str(runs)]
+               "--eval-episodes", "1", "--no-video", "--no-early-stop", "--algo", SHORT_ALGO, *SHORT_HP_ARGS,
+               "--executor", "ray", "--ray-address", ray_address, "--runs-dir", str(runs)]
     driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         run_dir = wait_for(lambda: next(iter(runs.glob("*/config.json")), None), 300, "the run directory").parent

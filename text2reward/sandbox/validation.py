@@ -92,8 +92,8 @@ def smoke_checks(result: RunResult, limits: Limits) -> dict[str, dict[str, Any]]
     # the reward's own time per call, from the kernel's clocks of the child, read by this process: the child's word
     # never moves it, and a busy machine does not either. It is read on the second pass over the states, once the first
     # has warmed what libraries build on a first call (runner.RunResult.seconds). The CPU is judged on its mean over the
-    # pass, which is exact (the kernel counts it; calls are pipelined, calls.CallChannel.stream, so one call's share may hold a moment of
-    # its neighbour's, which leaves the sum whole). Blocked time is what is left of a wall clock: on a busy machine
+    # pass, which is exact (the kernel counts it; calls are pipelined, calls.CallChannel.stream, so one call's share may
+    # hold a moment of its neighbour's, which leaves the sum whole). Blocked time is what is left of a wall clock: on a busy machine
     # the stolen time of a virtual CPU, or this process reading a reply late, lands on a few calls, so it is judged
     # on its median, robust to those, as training's windowed median is. (A late read also lumps the next calls' shares
     # into its own, which biases the median low: a reward asleep on every call hides only behind stalls longer than its
