@@ -186,38 +186,31 @@ def test_a_driver_killed_outright_leaves_its_workers_to_the_resumed_run(tmp_path
     assert all(c.status in ("trained", "stopped_early") for c in store.candidates()), [c.status for c in store.candidates()]
 
 
-def test_vision_rounds_show_the_model_rollout_keyframes(tmp_path):
-    script = [Say(GOOD), Say(GOOD.replace("10.0", "4.0"))]
-    with OpenAITestServer(script=script) as server:
-        os.environ.setdefault("OPENAI_API_KEY", "test-key")
-        config = RunConfig.of(task_id="fetch/reach", backend="openai", model="vision-model", base_url=server.base_url,
-                              vision=True, rounds=2, samples=1, steps=150, workers=1, final_seeds=0, compare_expert=False,
-                              eval_freq=150, eval_episodes=1, overrides=SHORT_HP, algo=SHORT_ALGO, success_threshold=1.01)
-        store = start_run(config, tmp_path)
-        first, second = server.chat_requests
-    def images(request):
-        return [part for m in request["messages"] if isinstance(m["content"], list) for part in m["content"] if part.get("type") == "image_url"]
-    assert images(first) == []  # nothing has been rolled out yet
-    shown = images(second)
-    assert len(shown) == 4 and all(p["image_url"]["url"].startswith("data:image/png;base64,") for p in shown)
-    assert len(store.read_candidate(0, 0).keyframes) == 4
+def images(request: dict) -> list[dict]:
+    return [part for m in request["messages"] if isinstance(m["content"], list) for part in m["content"] if part.get("type") == "image_url"]
 
 
-def test_the_feedback_prompt_of_a_two_candidate_round_shows_both(tmp_path):
+def test_the_feedback_prompt_of_a_two_candidate_vision_round_shows_both_and_the_keyframes(tmp_path):
     """Issue 29: the next prompt shows every candidate of the round, the loser as a diff with its success and interval,
-    and the analysis says which evaluation episodes it describes."""
+    and the analysis says which evaluation episodes it describes. With vision on, it also shows the model the best
+    candidate's rollout keyframes (none in the first prompt: nothing has been rolled out yet). One run for both: each
+    two-round run costs four trainings."""
     other = GOOD.replace("10.0", "3.0")
     script = [Say([GOOD, other]), Say([GOOD, GOOD])]
     with OpenAITestServer(script=script) as server:
         os.environ.setdefault("OPENAI_API_KEY", "test-key")
-        config = RunConfig.of(task_id="fetch/reach", backend="openai", model="test-model", base_url=server.base_url,
-                              rounds=2, samples=2, steps=150, workers=2, final_seeds=0, compare_expert=False,
-                              eval_freq=150, eval_episodes=2, overrides=SHORT_HP, algo=SHORT_ALGO, video=False, success_threshold=1.01)
+        config = RunConfig.of(task_id="fetch/reach", backend="openai", model="vision-model", base_url=server.base_url,
+                              vision=True, rounds=2, samples=2, steps=150, workers=2, final_seeds=0, compare_expert=False,
+                              eval_freq=150, eval_episodes=2, overrides=SHORT_HP, algo=SHORT_ALGO, success_threshold=1.01)
         store = start_run(config, tmp_path)
         first, second = server.chat_requests
+    assert images(first) == []
+    shown = images(second)
+    assert len(shown) == 4 and all(p["image_url"]["url"].startswith("data:image/png;base64,") for p in shown)
+    assert all(len(store.read_candidate(0, sample).keyframes) == 4 for sample in (0, 1))
     summary = store.round_summary(0)
     best, loser = summary.best, ({"r0-s0", "r0-s1"} - {summary.best}).pop()
-    prompt = second["messages"][-1]["content"]
+    prompt = "".join(part["text"] for part in second["messages"][-1]["content"] if part["type"] == "text")
     assert "## The other candidates of the last round, beside the best" in prompt
     assert f"The best so far, {best}: success " in prompt and f"### {loser}: success " in prompt
     assert prompt.count("of 2 episodes, 95% interval") >= 2
