@@ -63,7 +63,7 @@ def test_a_search_reports_typed_events_and_returns_its_result(tmp_path):
     events: list[RunEvent] = []
     recorder = Recorder()
     result = RewardSearch("fetch/reach", backend="heuristic", rounds=1, samples=1, steps=300, eval_freq=150, eval_episodes=2,
-                          final_seeds=1, video=False, algo=SHORT_ALGO, runs_dir=tmp_path, callbacks=[events.append, recorder]).run()
+                          final_seeds=1, compare_expert=False, video=False, algo=SHORT_ALGO, runs_dir=tmp_path, callbacks=[events.append, recorder]).run()
     kinds = [type(e) for e in events]
     assert kinds[0] is not RunEnded and kinds[-1] is RunEnded
     order = [RoundStarted, CandidateChecked, TrainingStarted, CandidateTrained, RoundDone, FinalDone, RunEnded]
