@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 
 import pytest
 import uvicorn
+from filelock import FileLock
 from short_training import SHORT_ALGO, SHORT_HP
 
 from text2reward.dashboard import create_app
@@ -73,8 +74,14 @@ def compute_dense_reward(self, action):
 
 
 @pytest.fixture(scope="session")
-def pristine_runs(tmp_path_factory) -> Path:
-    return build_runs(tmp_path_factory.getbasetemp() / "dashboard-runs")
+def pristine_runs(tmp_path_factory, worker_id: str) -> Path:
+    """Built once per session: under xdist the first test process builds them in the session's folder, under a lock
+    the others wait on (a build is four trainings); without xdist, in this process's own folder."""
+    base = tmp_path_factory.getbasetemp()
+    if worker_id == "master":
+        return build_runs(base / "dashboard-runs")
+    with FileLock(str(base.parent / "dashboard-runs.lock")):
+        return build_runs(base.parent / "dashboard-runs")
 
 
 @pytest.fixture(scope="session")
