@@ -71,12 +71,22 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def test_a_job_forked_from_the_server_trains_like_a_fresh_one(tmp_path):
+@pytest.fixture(scope="module")
+def fresh_outcome(tmp_path_factory) -> JobOutcome:
+    """The tiny job trained by a fresh worker (its own interpreter, nothing preloaded): what a forked job must equal.
+    Once per module: a fresh worker imports everything (~5 s of CPU) and its result is only read."""
+    said: list[str] = []
+    fresh = LocalLauncher(said.append, preload=False)
+    start(fresh, tiny_job(tmp_path_factory.mktemp("fresh"), seed=3))
+    outcome = outcome_of(fresh)
+    assert outcome.ok and not said, (outcome.reason, said)
+    return outcome
+
+
+def test_a_job_forked_from_the_server_trains_like_a_fresh_one(tmp_path, fresh_outcome):
     """Same seed, same settings: the forked job's curve, returns and final evaluation equal a fresh worker's."""
     said: list[str] = []
-    fresh, forked = LocalLauncher(said.append, preload=False), LocalLauncher(said.append)
-    start(fresh, tiny_job(tmp_path / "fresh", seed=3))
-    fresh_outcome = outcome_of(fresh)
+    forked = LocalLauncher(said.append)
     start(forked, tiny_job(tmp_path / "forked", seed=3))
     (job, server, pid) = forked.forked[0]
     assert parent_of(pid) == server.pid, "the job is a child of the fork server"
@@ -233,7 +243,7 @@ def test_a_driver_forks_from_the_shared_server_into_its_own_group_or_starts_its_
         shared.close()
 
 
-def test_the_shared_server_trains_a_job_like_a_fresh_one_and_refuses_other_settings(tmp_path, monkeypatch):
+def test_the_shared_server_trains_a_job_like_a_fresh_one_and_refuses_other_settings(tmp_path, monkeypatch, fresh_outcome):
     """Same seed: a job forked from the shared server ends with the curve a fresh worker's has, its end reported to the
     driver that asked; a driver with other import-time settings (here MUJOCO_GL) gets a server of its own."""
     folder = tmp_path / "shared"
@@ -241,12 +251,9 @@ def test_the_shared_server_trains_a_job_like_a_fresh_one_and_refuses_other_setti
     shared, path = start_shared_server(str(folder))
     try:
         said: list[str] = []
-        fresh = LocalLauncher(said.append, preload=False)
-        start(fresh, tiny_job(tmp_path / "fresh", seed=5))
-        fresh_outcome = outcome_of(fresh)
         monkeypatch.setenv(SOCKET_VARIABLE, path)
         forked = LocalLauncher(said.append)
-        start(forked, tiny_job(tmp_path / "forked", seed=5))
+        start(forked, tiny_job(tmp_path / "forked", seed=3))
         (_, server, pid) = forked.forked[0]
         assert server.pid == shared.pid and parent_of(pid) == shared.pid
         forked_outcome = outcome_of(forked)
