@@ -21,6 +21,7 @@ A task's own expert reward is never returned: showing it would turn reward *desi
 from __future__ import annotations
 
 import ast
+import functools
 import logging
 import math
 import re
@@ -159,7 +160,9 @@ def _is_own(example: Example, task: Task) -> bool:
     return example.task_id == task.id or (example.path is not None and example_task_id(example.path) == task.id)
 
 
+@functools.cache
 def _field_paths(view_class: type) -> frozenset[str]:
+    """Once per view class: ranking compares every example with the task, and resolving a class's type hints is slow."""
     return frozenset(view_field_paths(view_class))
 
 
@@ -188,15 +191,17 @@ def compatible(example: Example, task: Task) -> bool:
     return known.view_class is task.view_class or _field_paths(known.view_class) == _field_paths(task.view_class)
 
 
-def attributes_read(code: str) -> set[str]:
+@functools.lru_cache(maxsize=512)
+def attributes_read(code: str) -> frozenset[str]:
     """Every `self.a.b` attribute chain a program reads (`self.torso.position[2]` gives `self.torso.position`).
 
     Reads through a plain alias count too: after `torso = self.torso`, `torso.pitch` is `self.torso.pitch`.
+    Cached by the code's text: ranking asks it of every example for every task, and parsing is most of its cost.
     """
     try:
         tree = ast.parse(code)
     except SyntaxError:
-        return set()
+        return frozenset()
     aliases = {"self": "self"}
     for _ in range(4):  # aliases of aliases (`t = self.torso; p = t.position`), a few levels deep
         for node in ast.walk(tree):
@@ -205,7 +210,7 @@ def attributes_read(code: str) -> set[str]:
                 if chain is not None and node.targets[0].id != "self":
                     aliases[node.targets[0].id] = chain
     chains = {_chain(node, aliases) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
-    return {c for c in chains if c is not None}
+    return frozenset(c for c in chains if c is not None)
 
 
 def _chain(node: ast.AST, aliases: dict[str, str]) -> str | None:
