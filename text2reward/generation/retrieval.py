@@ -160,10 +160,15 @@ def _is_own(example: Example, task: Task) -> bool:
     return example.task_id == task.id or (example.path is not None and example_task_id(example.path) == task.id)
 
 
-@functools.cache
+_FIELD_PATHS: dict[type, frozenset[str]] = {}
+
+
 def _field_paths(view_class: type) -> frozenset[str]:
     """Once per view class: ranking compares every example with the task, and resolving a class's type hints is slow."""
-    return frozenset(view_field_paths(view_class))
+    paths = _FIELD_PATHS.get(view_class)
+    if paths is None:
+        paths = _FIELD_PATHS[view_class] = frozenset(view_field_paths(view_class))
+    return paths
 
 
 def _example_task(example: Example) -> Task | None:
