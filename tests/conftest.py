@@ -33,7 +33,8 @@ def shared_fork_server():
     import PyTorch, JAX, SBX and MetaWorld again in a server of its own (~5 s of CPU each; benchmarks/RESULTS.md,
     "test suite time"). It imports in the background while the first tests run. A driver started with other
     import-time settings or in another session (`start_new_session=True`) starts its own, as do the tests of the
-    driver's own server (tests/training/test_preloaded_launcher.py); `T2R_FORKSERVER=0` switches both off."""
+    driver's own server (tests/training/test_preloaded_launcher.py); `T2R_FORKSERVER=0` switches both off. It yields the
+    server and its socket's path (None where switched off), which the shared server's own tests use."""
     from text2reward.training.preloaded import SOCKET_VARIABLE, enabled, start_shared_server
 
     if not enabled() or SOCKET_VARIABLE in os.environ:
@@ -43,7 +44,7 @@ def shared_fork_server():
     server, path = start_shared_server(folder)
     os.environ[SOCKET_VARIABLE] = path
     try:
-        yield path
+        yield server, path
     finally:
         os.environ.pop(SOCKET_VARIABLE, None)
         server.close()

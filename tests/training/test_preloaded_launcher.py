@@ -71,6 +71,23 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+@pytest.fixture
+def shared(shared_fork_server, tmp_path):
+    """The test process's shared fork server and its socket (tests/conftest.py: each started here would import
+    everything again), or one of this test's own where the session has none; the test must leave it alive."""
+    if shared_fork_server is not None:
+        yield shared_fork_server
+        assert shared_fork_server[0].alive(), "the shared server died in the test"
+        return
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    server, path = start_shared_server(str(folder))
+    try:
+        yield server, path
+    finally:
+        server.close()
+
+
 @pytest.fixture(scope="module")
 def fresh_outcome(tmp_path_factory) -> JobOutcome:
     """The tiny job trained by a fresh worker (its own interpreter, nothing preloaded): what a forked job must equal.
@@ -210,70 +227,59 @@ def test_the_server_never_outlives_its_driver_and_a_training_job_lives_on(tmp_pa
 
 
 @pytest.mark.parametrize("session", ["same", "new"])
-def test_a_driver_forks_from_the_shared_server_into_its_own_group_or_starts_its_own(tmp_path, session):
+def test_a_driver_forks_from_the_shared_server_into_its_own_group_or_starts_its_own(tmp_path, session, shared):
     """A driver given a shared server's socket forks its jobs there, each job in the driver's process group (a kill of
     the group reaches it, the shared server lives on); a driver in another session cannot put a job in its group, so
     it starts a server of its own, its child."""
-    folder = tmp_path / "shared"
-    folder.mkdir()
-    shared, path = start_shared_server(str(folder))
+    shared, path = shared
+    folder = Path(path).parent
+    assert Path(path).stat().st_mode & 0o077 == 0 and folder.stat().st_mode & 0o077 == 0, "private"
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path / "job")], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2],
+                              env={**os.environ, SOCKET_VARIABLE: path}, process_group=0 if session == "same" else None,
+                              start_new_session=session == "new")
+    server_pid, job_pid = (int(word) for word in driver.stdout.readline().split())  # type: ignore[union-attr]
     try:
-        assert (folder / "forkserver.sock").stat().st_mode & 0o077 == 0 and folder.stat().st_mode & 0o077 == 0, "private"
-        driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path / "job")], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2],
-                                  env={**os.environ, SOCKET_VARIABLE: path}, process_group=0 if session == "same" else None,
-                                  start_new_session=session == "new")
-        server_pid, job_pid = (int(word) for word in driver.stdout.readline().split())  # type: ignore[union-attr]
-        try:
-            assert os.getpgid(job_pid) == driver.pid, "the job is in the driver's process group"
-            if session == "same":
-                assert server_pid == shared.pid and parent_of(job_pid) == shared.pid
-            else:
-                assert server_pid != shared.pid and parent_of(server_pid) == driver.pid and parent_of(job_pid) == server_pid
-            os.killpg(driver.pid, signal.SIGKILL)  # the driver and its workers, as a test or a user kills a command
-            driver.wait(BOUND)
-            wait_for(lambda: not alive(job_pid), BOUND, "the job to die with its driver's group")
-            assert shared.alive(), "the shared server outlives a driver"
-        finally:
-            for pid in (job_pid, server_pid):
-                if alive(pid) and pid != shared.pid:
-                    os.kill(pid, signal.SIGKILL)
-            driver.kill()
+        assert os.getpgid(job_pid) == driver.pid, "the job is in the driver's process group"
+        if session == "same":
+            assert server_pid == shared.pid and parent_of(job_pid) == shared.pid
+        else:
+            assert server_pid != shared.pid and parent_of(server_pid) == driver.pid and parent_of(job_pid) == server_pid
+        os.killpg(driver.pid, signal.SIGKILL)  # the driver and its workers, as a test or a user kills a command
+        driver.wait(BOUND)
+        wait_for(lambda: not alive(job_pid), BOUND, "the job to die with its driver's group")
+        assert shared.alive(), "the shared server outlives a driver"
     finally:
-        shared.close()
+        for pid in (job_pid, server_pid):
+            if alive(pid) and pid != shared.pid:
+                os.kill(pid, signal.SIGKILL)
+        driver.kill()
 
 
-def test_the_shared_server_trains_a_job_like_a_fresh_one_and_refuses_other_settings(tmp_path, monkeypatch, fresh_outcome):
+def test_the_shared_server_trains_a_job_like_a_fresh_one_and_refuses_other_settings(tmp_path, monkeypatch, fresh_outcome, shared):
     """Same seed: a job forked from the shared server ends with the curve a fresh worker's has, its end reported to the
     driver that asked; a driver with other import-time settings (here MUJOCO_GL) gets a server of its own."""
-    folder = tmp_path / "shared"
-    folder.mkdir()
-    shared, path = start_shared_server(str(folder))
-    try:
-        said: list[str] = []
-        monkeypatch.setenv(SOCKET_VARIABLE, path)
-        forked = LocalLauncher(said.append)
-        start(forked, tiny_job(tmp_path / "forked", seed=3))
-        (_, server, pid) = forked.forked[0]
-        assert server.pid == shared.pid and parent_of(pid) == shared.pid
-        forked_outcome = outcome_of(forked)
-        assert fresh_outcome.ok and forked_outcome.ok and not said, (fresh_outcome.reason, forked_outcome.reason, said)
-        a, b = fresh_outcome.record.result, forked_outcome.record.result  # type: ignore[union-attr]
-        assert same_training(a, b)
-        monkeypatch.setenv("MUJOCO_GL", "disable")
-        own = fork_server(said.append)
-        assert own is not None and own.pid != shared.pid and parent_of(own.pid) == os.getpid() and not said, said
-    finally:
-        shared.close()
+    shared, path = shared
+    said: list[str] = []
+    monkeypatch.setenv(SOCKET_VARIABLE, path)
+    forked = LocalLauncher(said.append)
+    start(forked, tiny_job(tmp_path / "forked", seed=3))
+    (_, server, pid) = forked.forked[0]
+    assert server.pid == shared.pid and parent_of(pid) == shared.pid
+    forked_outcome = outcome_of(forked)
+    assert fresh_outcome.ok and forked_outcome.ok and not said, (fresh_outcome.reason, forked_outcome.reason, said)
+    a, b = fresh_outcome.record.result, forked_outcome.record.result  # type: ignore[union-attr]
+    assert same_training(a, b)
+    monkeypatch.setenv("MUJOCO_GL", "disable")
+    own = fork_server(said.append)
+    assert own is not None and own.pid != shared.pid and parent_of(own.pid) == os.getpid() and not said, said
 
 
 @pytest.mark.slow
-def test_t2r_run_forks_its_job_from_the_shared_server_and_a_kill_of_its_group_ends_the_job(tmp_path):
+def test_t2r_run_forks_its_job_from_the_shared_server_and_a_kill_of_its_group_ends_the_job(tmp_path, shared):
     """The real command (which sets XLA's settings for its jobs as it checks the plan): its job is a child of the
     shared server, in the command's process group, so killing the group ends the job as it would a child of its own."""
-    folder = tmp_path / "shared"
-    folder.mkdir()
-    shared, path = start_shared_server(str(folder))
+    shared, path = shared
     runs = tmp_path / "runs"
     driver = subprocess.Popen([sys.executable, "-m", "text2reward.cli", "run", "--task", "fetch/reach", "--llm", "heuristic",
                                "--rounds", "1", "--samples", "1", "--steps", "100000", "--no-screen", "--no-video",
@@ -294,4 +300,3 @@ def test_t2r_run_forks_its_job_from_the_shared_server_and_a_kill_of_its_group_en
             os.killpg(driver.pid, signal.SIGKILL)
         if job_pid and alive(job_pid):
             os.kill(job_pid, signal.SIGKILL)
-        shared.close()
