@@ -118,8 +118,8 @@ def test_openai_server_loop_feeds_tracebacks_back_and_records_failures(tmp_path)
 def test_killed_worker_then_resume_keeps_finished_results(tmp_path):
     runs = tmp_path / "runs"  # passed as the relative `runs`, as a user would type it
     command = [sys.executable, "-m", "text2reward.cli", "run", "--task", "fetch/reach", "--llm", "heuristic",
-               "--rounds", "1", "--samples", "2", "--workers", "1", "--steps", "600", "--final-seeds", "1",
-               "--no-compare-expert", "--eval-freq", "300", "--eval-episodes", "1",
+               "--rounds", "1", "--samples", "2", "--workers", "1", "--steps", "300", "--final-seeds", "1",
+               "--no-compare-expert", "--eval-freq", "150", "--eval-episodes", "1",
                *SHORT_HP_ARGS, "--runs-dir", "runs"]
     main = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
     try:
@@ -144,20 +144,20 @@ def test_killed_worker_then_resume_keeps_finished_results(tmp_path):
     s0, s1 = store.candidates()
     assert s0.status == "trained"
     assert (first_done.stat().st_mtime_ns, (run_dir / "rounds/r0/s0/candidate.json").read_text()) == kept
-    # early stopping is on: the retrained s1 is compared with s0's curve at the rung (300 steps); either way it
+    # early stopping is on: the retrained s1 is compared with s0's curve at the rung (150 steps); either way it
     # has a result, and a stop is recorded with its reason
     steps = json.loads((run_dir / "rounds/r0/s1/training/done.json").read_text())["result"]["steps"]
     if s1.status == "stopped_early":
-        assert steps == 300 and "r0-s0" in s1.stopped_early.reason
+        assert steps == 150 and "r0-s0" in s1.stopped_early.reason
     else:
-        assert s1.status == "trained" and steps == 600
+        assert s1.status == "trained" and steps == 300
 
 
 def test_a_driver_killed_outright_leaves_its_workers_to_the_resumed_run(tmp_path):
     """SIGKILL to the driver alone (no handler runs): its workers train on, and `t2r resume` adopts them instead of
     starting a second writer on their folders, then finishes with their results."""
     command = [sys.executable, "-m", "text2reward.cli", "run", "--task", "fetch/reach", "--llm", "heuristic",
-               "--rounds", "1", "--samples", "2", "--workers", "2", "--steps", "1500", "--final-seeds", "0",
+               "--rounds", "1", "--samples", "2", "--workers", "2", "--steps", "1000", "--final-seeds", "0",
                "--eval-freq", "500", "--eval-episodes", "1", *SHORT_HP_ARGS,
                "--runs-dir", "runs"]
     driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)

@@ -205,7 +205,7 @@ def test_a_run_in_potential_mode_screens_trains_and_feeds_back(tmp_path):
     from text2reward.settings import RunConfig
 
     config = RunConfig.of(task_id="metaworld/reach-v3", backend="heuristic", rounds=1, samples=1, steps=300, workers=1, final_seeds=0,
-                          eval_freq=150, eval_episodes=2, overrides=SHORT_HP,
+                          eval_freq=150, eval_episodes=2, overrides=SHORT_HP, algo=SHORT_ALGO,
                           success_threshold=1.01, reward_mode="potential", video=False)
     store = start_run(config, tmp_path)
     (candidate,) = store.candidates()
