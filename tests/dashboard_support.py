@@ -74,11 +74,11 @@ def compute_dense_reward(self, action):
 
 
 @pytest.fixture(scope="session")
-def pristine_runs(tmp_path_factory, worker_id: str) -> Path:
+def pristine_runs(tmp_path_factory) -> Path:
     """Built once per session: under xdist the first test process builds them in the session's folder, under a lock
     the others wait on (a build is four trainings); without xdist, in this process's own folder."""
     base = tmp_path_factory.getbasetemp()
-    if worker_id == "master":
+    if "PYTEST_XDIST_WORKER" not in os.environ:
         return build_runs(base / "dashboard-runs")
     with FileLock(str(base.parent / "dashboard-runs.lock")):
         return build_runs(base.parent / "dashboard-runs")
