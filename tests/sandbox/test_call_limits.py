@@ -266,6 +266,8 @@ import os, sys, time
 sys.path[:0] = [SRC]
 from text2reward.sandbox.channel import FrameReader, frame, write_all
 reader = FrameReader(0)
+sys.stderr.write("ready\\n")  # started and imported: a first request then times only the call
+sys.stderr.flush()
 while True:
     reader.read()
     write_all(1, frame(b'{"ok": 1}'))
@@ -284,8 +286,11 @@ def test_cpu_used_between_calls_is_read_from_the_kernel_at_every_call_boundary()
     from text2reward.sandbox.calls import CallChannel, SandboxFailure
 
     source = IDLE_SPINNER.replace("SRC", repr(str(Path(__file__).resolve().parents[2])))
-    process = subprocess.Popen([sys.executable, "-c", source], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    process = subprocess.Popen([sys.executable, "-c", source], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
+        # the interpreter's start and imports (~50 ms of CPU, more on a busy machine) are not a call's: the first
+        # request goes once the process is ready, as the jail's workers answer a ready message first
+        assert process.stderr.readline() == b"ready\n"
         os.set_blocking(process.stdin.fileno(), False)
         calls = CallChannel(process.stdin.fileno(), process.stdout.fileno(), lambda: process.pid, process.kill,
                             lambda detail: SandboxFailure(str(detail)))
