@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "runs_head" / "20261125-213341-fetch-reach-4ed575"
+from fixture_runs import FINISHED_RUN as FIXTURE
 
 
 def t2r(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:

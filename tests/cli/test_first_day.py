@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixture_runs import FINISHED_RUN as FIXTURE
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "runs_head" / "20261125-213341-fetch-reach-4ed575"
 DAMAGEABLE = ["state.json", "config.json", "rounds/r0/s0/candidate.json", "final/summary.json", "rounds/r1/summary.json"]
 
 

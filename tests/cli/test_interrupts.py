@@ -13,12 +13,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
+from fixture_runs import FINISHED_RUN as FIXTURE
 from short_training import SHORT_ALGO, SHORT_HP_ARGS
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "runs_head" / "20261125-213341-fetch-reach-4ed575"
 REACHED_WITHIN = 300.0
 """A bound far above what reaching the first evaluation takes on a loaded machine (about 20 s), never a wait."""
 SMALL_SAC = ["--algo", SHORT_ALGO, *SHORT_HP_ARGS]

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixture_runs import FINISHED_RUN
 from openai_server import Fail, OpenAITestServer, Say
 from replies import REACH_REPLY
 from short_training import SHORT_ALGO, SHORT_HP_ARGS
@@ -210,9 +211,6 @@ def test_a_model_the_server_does_not_serve_is_refused_and_openai_model_is_honour
     assert asked == ["qwen2.5-coder"] and (config.generation.model, config.generation.base_url) == ("qwen2.5-coder", url)
 
 
-FINISHED_RUN = Path(__file__).parents[1] / "fixtures" / "runs_head" / "20261125-213341-fetch-reach-4ed575"
-
-
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory) -> RunStore:
     """A finished run (one round, rule-based backend), copied from the fixtures, for the tests that only resume it:
@@ -240,7 +238,6 @@ def test_a_stale_lock_from_a_dead_process_is_taken_over_with_a_message(finished_
     assert result.returncode == 0, result.stderr
     assert f"taking over the lock of run {finished_run.run_id}: its process {dead.pid} is no longer running" in result.stdout
     assert not (finished_run.root / LOCK_FILE).exists(), "the lock is released when the resume ends"
-
 
 
 @pytest.mark.parametrize("content", ["{not json", json.dumps(["a list"]), json.dumps({"pid": "1", "host": "h", "heartbeat": 1.0}),

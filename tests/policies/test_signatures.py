@@ -73,8 +73,9 @@ print(json.dumps(sorted(sys.modules)))
 def test_a_drivers_settings_check_imports_no_training_library_once_the_cache_is_warm(tmp_path, algo):
     """What `t2r run` checks before its first line (the family's settings, the device, `--hp` sizes an off-policy
     constructor only stores, or only pairs with a unit, as a whole-number `train_freq`) costs its driver no import of
-    torch, SB3, JAX or SBX (~3-4 s) once the cache holds the constructor: the first driver on a machine fills it. Also with `--algo sac`, where the family's SBX settings are
-    carried to SB3's SAC by the arguments its constructor and its policy's take."""
+    torch, SB3, JAX or SBX (~3-4 s) once the cache holds the constructor: the first driver on a machine fills it. Also
+    with `--algo sac`, where the family's SBX settings are carried to SB3's SAC by the arguments its constructor and
+    its policy's take."""
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
 
     def loaded() -> set[str]:

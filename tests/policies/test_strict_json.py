@@ -9,17 +9,16 @@ import json
 import math
 import shutil
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from fixture_runs import FINISHED_RUN as FIXTURE
 
 from policies.io import write_json_atomic
 from text2reward import train_reward
 from text2reward.runs.report import write_report
 from text2reward.runs.store import RunStore
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "runs_head" / "20261125-213341-fetch-reach-4ed575"
 HUGE = sys.float_info.max
 OVERFLOWING_REWARD = """import numpy as np
 

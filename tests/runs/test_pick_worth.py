@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 import shutil
-from pathlib import Path
+
+from fixture_runs import FINISHED_RUN as FIXTURE
 
 from sim_envs import list_tasks
 from text2reward.runs.pick_worth import Agreement, measured, pick_worth_lines, shipped_agreements
@@ -14,8 +15,6 @@ from text2reward.runs.records import Candidate, RoundSummary, read
 from text2reward.runs.report import write_report
 from text2reward.runs.run_events import RoundDone
 from text2reward.runs.store import RunStore
-
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "runs_head" / "20261125-213341-fetch-reach-4ed575"
 
 
 def agreement(task: str, steps: int, seeds: int, decisions: int, agreed: int, beyond: int, agreed_beyond: int,

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from pathlib import Path
 
+from fixture_runs import FINISHED_RUN as FIXTURE
 from markdown_it import MarkdownIt
 
 from text2reward.inert import UNSAFE
@@ -19,7 +19,6 @@ from text2reward.runs.report import write_report
 from text2reward.runs.store import RunStore
 from text2reward.settings import RunConfig
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "runs_head" / "20261125-213341-fetch-reach-4ed575"
 SCRIPT = '</script><script>document.title="pwned"</script>'
 ESCAPES = "\x1b]0;pwned\x07 \x1b[2J\x1b[31m red \u202eevil\u202c \u2066iso\u2069 \x9b1m \u200f"
 HOSTILE_REPLY = f"""Here is the reward {ESCAPES} and ![beacon](http://example.invalid/b.png) {SCRIPT}
