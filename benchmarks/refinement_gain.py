@@ -10,10 +10,13 @@ luck, refinement is a random walk. For each task this benchmark takes rounds of 
   between them is its ranking statistic on S loop seeds (0..S-1), computed for S = 1..--max-seeds, and the rule from
   before seed-aware scores (one seed, final success then native return) on the same trainings;
 
-then re-trains every candidate to the full budget on 5 held-out seeds (100..104, never a loop seed) with
+then re-trains every candidate to the full budget on held-out seeds (100..104 by default; `--truth-seeds N` takes
+100..100+N-1; never a loop seed) with
 `t2r train` (the reward in the jail, as in the loop), and reads each seed's score (policies.score: success-curve area
-plus final progress toward the task's own success rule). The truth is the 5-seed mean; two rewards differ "beyond
-noise" when Welch's t-test on their 5 per-seed scores gives p < 0.05. Reported per decision: the pick, the truth's
+plus final progress toward the task's own success rule). The truth is the held-out mean; two rewards differ "beyond
+noise" when Welch's t-test on their per-seed scores gives p < 0.05. At p < 0.05 one decision in twenty between equal
+rewards is called beyond noise, and a run counts many decisions: the summary states how many such calls chance
+alone would make, and more held-out seeds (`--truth-seeds 10`) re-test the decisions five seeds called. Reported per decision: the pick, the truth's
 best, agreement; per rule: agreement where the truth is beyond noise (target >= 90%); the round-1 minus round-0 gain
 with its 95% interval over the held-out seeds; for the heuristic runs, each stopped candidate against its leader
 (a stop is wrong when the stopped one's 5-seed mean is above its leader's) and the steps the stops saved.
@@ -65,7 +68,15 @@ MORE_PAIR_TASKS = ["metaworld/door-close-v3", "metaworld/drawer-open-v3", "metaw
 """Five more shipped pairs (every other MetaWorld task with an expert rewrite), for the pairs source: more decisions
 per budget, where five held-out seeds leave most pairs within noise (`--tasks` names them)."""
 TRUTH_SEEDS = (100, 101, 102, 103, 104)
+"""The default held-out seeds; `--truth-seeds N` takes 100..100+N-1, so a longer truth extends the shorter one's
+trainings (their folders are reused)."""
 ALPHA = 0.05
+
+
+def truth_seeds(count: int) -> tuple[int, ...]:
+    if count < 2:
+        raise SystemExit(f"--truth-seeds {count}: a truth with noise needs at least 2 held-out seeds")
+    return tuple(range(TRUTH_SEEDS[0], TRUTH_SEEDS[0] + count))
 
 
 @dataclass(frozen=True)
@@ -203,9 +214,10 @@ def pair_rewards(task: str) -> list[Reward]:
 def pair_decisions(task: str, steps: int, args: argparse.Namespace, pool: ThreadPoolExecutor) -> tuple[list[Decision], tuple]:
     rewards = pair_rewards(task)
     loop_seeds = list(range(args.max_seeds))
-    jobs = {(r.label, s): pool.submit(train_once, r, s, steps, args.out, args.hp) for r in rewards for s in [*loop_seeds, *TRUTH_SEEDS]}
+    held_out = truth_seeds(args.truth_seeds)
+    jobs = {(r.label, s): pool.submit(train_once, r, s, steps, args.out, args.hp) for r in rewards for s in [*loop_seeds, *held_out]}
     results = {key: job.result() for key, job in jobs.items()}
-    truth = {r.label: [results[r.label, s].score for s in TRUTH_SEEDS] for r in rewards}
+    truth = {r.label: [results[r.label, s].score for s in held_out] for r in rewards}
     best, beyond, p = truth_decision(truth)
     means = {label: sum(v) / len(v) for label, v in truth.items()}
     decisions = []
@@ -237,8 +249,9 @@ def heuristic_decisions(task: str, steps: int, args: argparse.Namespace, pool: T
         marker.write_text(store.run_id)
     candidates = [c for c in store.candidates() if c.has_training and c.code_file]
     rewards = {c.id: Reward(task, c.id, c.round, store.root / str(c.code_file)) for c in candidates}
-    jobs = {(cid, s): pool.submit(train_once, r, s, steps, args.out, args.hp) for cid, r in rewards.items() for s in TRUTH_SEEDS}
-    truth = {cid: [jobs[cid, s].result().score for s in TRUTH_SEEDS] for cid in rewards}
+    held_out = truth_seeds(args.truth_seeds)
+    jobs = {(cid, s): pool.submit(train_once, r, s, steps, args.out, args.hp) for cid, r in rewards.items() for s in held_out}
+    truth = {cid: [jobs[cid, s].result().score for s in held_out] for cid in rewards}
     means = {cid: sum(v) / len(v) for cid, v in truth.items()}
     decisions = []
     picks: dict[str, str] = {}
@@ -296,8 +309,9 @@ def agreement(decisions: Sequence[Decision], rule: str) -> str:
     return text
 
 
-def record(decisions: Sequence[Decision], path: Path) -> None:
-    """Merge the loop statistic's agreement (not the old rule's) per (source, task, steps, seeds) into `path`."""
+def record(decisions: Sequence[Decision], path: Path, truth_seeds: int = len(TRUTH_SEEDS)) -> None:
+    """Merge the loop statistic's agreement (not the old rule's) per (source, task, steps, seeds) into `path`, with the
+    held-out seed count of its truth."""
     current = [d for d in decisions if not d.rule.startswith("before")]
     keys = dict.fromkeys((d.source, d.task, d.steps, d.cost_seeds) for d in current)
     today = time.strftime("%Y-%m-%d", time.gmtime())
@@ -312,7 +326,7 @@ def record(decisions: Sequence[Decision], path: Path) -> None:
                                agreed_beyond_noise=sum(d.agrees for d in beyond), recorded=today,
                                draws=sum(n for _, n in drawn), agreed_draws=sum(a for a, _ in drawn),
                                draws_beyond_noise=sum(n for _, n in drawn_beyond),
-                               agreed_draws_beyond_noise=sum(a for a, _ in drawn_beyond)))
+                               agreed_draws_beyond_noise=sum(a for a, _ in drawn_beyond), truth_seeds=truth_seeds))
     old = codec.read(AgreementFile, json.loads(path.read_text()), str(path)).measurements if path.is_file() else []
     kept = [a for a in old if (a.source, a.task, a.steps, a.seeds) not in keys]
     merged = sorted([*kept, *fresh], key=lambda a: (a.steps, a.seeds, a.source, a.task))
@@ -329,12 +343,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-seeds", type=int, default=3, help="loop seeds S tried for the pairs' decision (1..S; default 3)")
     parser.add_argument("--candidate-seeds", type=int, default=1, help="--candidate-seeds of the heuristic runs (default 1)")
     parser.add_argument("--samples", type=int, default=2, help="candidates per round of the heuristic runs (default 2)")
+    parser.add_argument("--truth-seeds", type=int, default=len(TRUTH_SEEDS),
+                        help=f"held-out seeds of the truth, from {TRUTH_SEEDS[0]} up (default {len(TRUTH_SEEDS)})")
     parser.add_argument("--workers", type=int, default=2, help="trainings at a time (default 2)")
     parser.add_argument("--hp", nargs="*", default=[], metavar="KEY=VALUE", help="hyper-parameter overrides for every training")
     parser.add_argument("--out", type=Path, default=Path("out/refinement_gain"))
     parser.add_argument("--record", nargs="?", type=Path, const=SHIPPED, default=None, metavar="FILE",
                         help="merge the agreement into FILE (default: text2reward/runs/pick_agreement.json, what reports cite)")
     args = parser.parse_args(argv)
+    truth_seeds(args.truth_seeds)  # a truth too short is refused before any training
     budgets = parse_steps(args.steps, dict.fromkeys(args.tasks, 20_000))
     print(f"# {len(budgets)} task(s), sources {', '.join(args.sources)}; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}", flush=True)
     started = time.perf_counter()
@@ -355,15 +372,19 @@ def main(argv: list[str] | None = None) -> None:
                 budgeted += task_budget
                 gains.append(f"| {task} | heuristic: best so far - round-0 pick | {gain[0]:+.2f} [{gain[1]:+.2f}, {gain[2]:+.2f}] |")
             print(f"# {task} done, {time.perf_counter() - started:.0f} s; load {os.getloadavg()[0]:.2f}", flush=True)
-    print(f"\nbudget per training {', '.join(f'{t} {s:,}' for t, s in budgets.items())}; truth: seeds {TRUTH_SEEDS}, "
+    held_out = truth_seeds(args.truth_seeds)
+    print(f"\nbudget per training {', '.join(f'{t} {s:,}' for t, s in budgets.items())}; truth: seeds {held_out[0]}-{held_out[-1]}, "
           f"score = success-curve area + final progress (policies.score), Welch p < {ALPHA} = beyond noise\n")
-    print("| task | source | decision | rule | pick | 5-seed best | held-out means | Welch p | agrees |")
+    print(f"| task | source | decision | rule | pick | {len(held_out)}-seed best | held-out means | Welch p | agrees |")
     print("| --- | --- | --- | --- | --- | --- | --- | ---: | --- |")
     for d in decisions:
         means = ", ".join(f"{k} {v:.2f}" for k, v in d.means.items())
         print(f"| {d.task} | {d.source} | {d.what} | {d.rule} | {d.pick} | {d.truth_best} | {means} | {d.p_value:.3f} "
               f"| {'yes' if d.agrees else 'NO'}{'' if d.beyond_noise else ' (within noise)'} |")
-    print("\n| rule | seeds per candidate | agreement with the 5-seed ranking |")
+    tested = {(d.task, d.source, d.what, d.steps): d for d in decisions}.values()  # one truth per decision, whatever the rule
+    print(f"\n{sum(d.beyond_noise for d in tested)} of {len(tested)} decisions beyond noise; between equal rewards chance alone "
+          f"calls {ALPHA * len(tested):.1f} of {len(tested)} beyond noise at p < {ALPHA}")
+    print(f"\n| rule | seeds per candidate | agreement with the {len(held_out)}-seed ranking |")
     print("| --- | ---: | --- |")
     for rule in dict.fromkeys(d.rule for d in decisions):
         print(f"| {rule} | {next(d.cost_seeds for d in decisions if d.rule == rule)} | {agreement(decisions, rule)} |")
@@ -375,7 +396,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{sum(s.budget - s.trained for s in stops):,} of the heuristic rounds' {budgeted:,} budgeted steps\n"
               + "\n".join(f"- {s.text()}" for s in stops))
     if args.record is not None:
-        record(decisions, args.record)
+        record(decisions, args.record, args.truth_seeds)
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
 
 

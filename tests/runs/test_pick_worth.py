@@ -1,15 +1,16 @@
 """What a run's pick is worth (runs/pick_worth.py): the report says who is within the best's noise and how the best was
-chosen among them, and cites how often a pick on as many seeds agreed with a 5-seed re-training when measured."""
+chosen among them, and cites how often a pick on as many seeds agreed with a held-out re-training when measured."""
 
 from __future__ import annotations
 
 import re
 import shutil
+from dataclasses import replace
 
 from fixture_runs import FINISHED_RUN as FIXTURE
 
-from sim_envs import list_tasks
-from text2reward.runs.pick_worth import Agreement, measured, pick_worth_lines, shipped_agreements
+from sim_envs import codec, list_tasks
+from text2reward.runs.pick_worth import Agreement, AgreementFile, measured, pick_worth_lines, shipped_agreements
 from text2reward.runs.ranking import TIE_BREAK, best_candidate
 from text2reward.runs.records import Candidate, RoundSummary, read
 from text2reward.runs.report import write_report
@@ -88,8 +89,21 @@ def test_a_seed_count_never_measured_says_so():
     best, other = candidate(0, 20, seeds=3), candidate(1, 10, seeds=3)
     lines = pick_worth_lines(best, [best, other], 5000, MEASURED)
     assert "on 3 training seeds per candidate" in lines[0]
-    assert lines[-1] == ("- A pick on 3 training seeds per candidate has not been measured against a 5-seed re-training "
+    assert lines[-1] == ("- A pick on 3 training seeds per candidate has not been measured against a held-out re-training "
                          "(benchmarks/refinement_gain.py).")
+
+
+def test_a_truth_re_tested_on_ten_seeds_is_cited_as_such_and_an_old_entry_reads_as_five():
+    ten = replace(MEASURED[0], truth_seeds=10)
+    both = measured(1, 5000, (ten, MEASURED[1]))
+    assert both.truth == "5- to 10-seed"
+    assert both.text(both.truth) == "1 of 2 decisions (0 of 1 where the 5- to 10-seed difference was beyond noise)"
+    assert measured(1, 5000, (ten,)).truth == "10-seed"
+    best, other = candidate(0, 15), candidate(1, 13)
+    cited = pick_worth_lines(best, [best, other], 5000, (ten,))[1]
+    assert "agreed with a 10-seed re-training in 0 of 1 decisions (0 of 1 where the 10-seed" in cited
+    old = {key: value for key, value in codec.write(AgreementFile([MEASURED[0]]))["measurements"][0].items() if key != "truth_seeds"}
+    assert codec.read(AgreementFile, {"measurements": [old]}).measurements[0].truth_seeds == 5  # recorded before the field
 
 
 def test_the_report_says_how_sure_the_pick_is(tmp_path):

@@ -1,5 +1,5 @@
 """What a run's pick is worth: who is within the best's noise, and how often a pick on S training seeds agreed with a
-5-seed re-training when it was measured.
+held-out re-training (5 seeds, 10 where five were re-tested) when it was measured.
 
 Why: a pick is one training seed's draw per candidate unless `--candidate-seeds` says more, and the same reward moves
 by more between seeds than most differences the loop acts on (soccer-v3: 0.30, 0.00 and 0.03 on three seeds). A user
@@ -8,7 +8,7 @@ on tasks where the truth was measured, before building on it or paying for more 
 
 The measured figures are `pick_agreement.json` beside this module, written by `benchmarks/refinement_gain.py
 --record`: never edited by hand, and cited with their budget, task count and both denominators (every decision, and
-those where the 5-seed difference was beyond noise).
+those where the held-out difference was beyond noise).
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ SHIPPED = Path(__file__).with_name("pick_agreement.json")
 
 @dataclass(frozen=True)
 class Counts:
-    """How many picks named the 5-seed truth's best: the figures that add up over tasks and sources."""
+    """How many picks named the held-out truth's best: the figures that add up over tasks and sources."""
 
     decisions: int
     agreed: int
     beyond_noise: int
-    """Decisions whose 5-seed difference was beyond noise (Welch p < 0.05): the only ones where a pick can be wrong
+    """Decisions whose held-out difference was beyond noise (Welch p < 0.05): the only ones where a pick can be wrong
     for certain."""
     agreed_beyond_noise: int
     draws: int = 0
@@ -43,8 +43,9 @@ class Counts:
     draws_beyond_noise: int = 0
     agreed_draws_beyond_noise: int = 0
 
-    def text(self) -> str:
-        beyond = (f"{self.agreed_beyond_noise} of {self.beyond_noise} where the 5-seed difference was beyond noise"
+    def text(self, truth: str = "5-seed") -> str:
+        """`truth`: what the truth was (`5-seed`: the held-out re-training's seeds)."""
+        beyond = (f"{self.agreed_beyond_noise} of {self.beyond_noise} where the {truth} difference was beyond noise"
                   if self.beyond_noise else "none of them beyond noise")
         text = f"{self.agreed} of {self.decisions} decisions ({beyond})"
         if self.draws:
@@ -61,7 +62,8 @@ def summed(measurements: list[Agreement]) -> dict[str, int]:
 
 @dataclass(frozen=True, kw_only=True)
 class Agreement(Counts):
-    """One task's measured picks on `seeds` training seeds per candidate at a budget, against the 5-seed truth."""
+    """One task's measured picks on `seeds` training seeds per candidate at a budget, against a held-out truth of
+    `truth_seeds` seeds."""
 
     source: str
     """"pairs" (a shipped draft against its expert rewrite) or "heuristic" (the heuristic backend's rounds as run)."""
@@ -70,6 +72,8 @@ class Agreement(Counts):
     seeds: int
     recorded: str
     """The day the benchmark computed it (YYYY-MM-DD; its trainings may be older, and are reused when run again)."""
+    truth_seeds: int = 5
+    """The held-out seeds each reward was re-trained on (`--truth-seeds`): 10 where five seeds' verdicts were re-tested."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,14 @@ class Pooled(Counts):
     steps: int
     seeds: int
     tasks: tuple[str, ...]
+    truth_seeds: tuple[int, ...] = (5,)
+    """The held-out seed counts of the summed measurements."""
+
+    @property
+    def truth(self) -> str:
+        """`5-seed`, or `5- to 10-seed` where the summed measurements' truths differ."""
+        low, high = min(self.truth_seeds), max(self.truth_seeds)
+        return f"{low}-seed" if low == high else f"{low}- to {high}-seed"
 
     @property
     def where(self) -> str:
@@ -111,7 +123,8 @@ def measured(seeds: int, steps: int | None, agreements: tuple[Agreement, ...] | 
     budgets = {a.steps for a in found}
     budget = max(budgets) if not steps else min(budgets, key=lambda b: (abs(math.log(b / steps)), -b))
     chosen = [a for a in found if a.steps == budget]
-    return Pooled(steps=budget, seeds=seeds, tasks=tuple(sorted({a.task for a in chosen})), **summed(chosen))
+    return Pooled(steps=budget, seeds=seeds, tasks=tuple(sorted({a.task for a in chosen})),
+                  truth_seeds=tuple(sorted({a.truth_seeds for a in chosen})), **summed(chosen))
 
 
 def seeds_of(candidate: Candidate) -> int:
@@ -141,11 +154,11 @@ def pick_worth_lines(best: Candidate, candidates: list[Candidate], steps: int | 
         lines = [f"- Ahead of every other trained candidate beyond noise (95% intervals of final success apart, {on})."]
     here = measured(seeds, steps, agreements)
     if here is None:
-        lines.append(f"- A pick {on} has not been measured against a 5-seed re-training (benchmarks/refinement_gain.py).")
+        lines.append(f"- A pick {on} has not been measured against a held-out re-training (benchmarks/refinement_gain.py).")
         return lines
-    lines.append(f"- Measured (benchmarks/refinement_gain.py, {here.where}): a pick {on} agreed with a 5-seed "
-                 f"re-training in {here.text()}.")
+    lines.append(f"- Measured (benchmarks/refinement_gain.py, {here.where}): a pick {on} agreed with a {here.truth} "
+                 f"re-training in {here.text(here.truth)}.")
     more = measured(seeds + 1, here.steps, agreements)
     if more is not None and more.steps == here.steps:
-        lines.append(f"- With `--candidate-seeds {seeds + 1}` ({(seeds + 1) / seeds:.3g}x the training): {more.text()}.")
+        lines.append(f"- With `--candidate-seeds {seeds + 1}` ({(seeds + 1) / seeds:.3g}x the training): {more.text(more.truth)}.")
     return lines
