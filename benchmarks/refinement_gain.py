@@ -309,10 +309,11 @@ def agreement(decisions: Sequence[Decision], rule: str) -> str:
     return text
 
 
-def record(decisions: Sequence[Decision], path: Path, truth_seeds: int = len(TRUTH_SEEDS)) -> None:
+def record(decisions: Sequence[Decision], path: Path, truth_seeds: int = len(TRUTH_SEEDS), max_seeds: int | None = None) -> None:
     """Merge the loop statistic's agreement (not the old rule's) per (source, task, steps, seeds) into `path`, with the
-    held-out seed count of its truth."""
-    current = [d for d in decisions if not d.rule.startswith("before")]
+    held-out seed count of its truth; picks on more than `max_seeds` seeds are left out (a report compares S with S + 1
+    seeds, so each seed count it cites should come from the same tasks)."""
+    current = [d for d in decisions if not d.rule.startswith("before") and (max_seeds is None or d.cost_seeds <= max_seeds)]
     keys = dict.fromkeys((d.source, d.task, d.steps, d.cost_seeds) for d in current)
     today = time.strftime("%Y-%m-%d", time.gmtime())
     fresh = []
@@ -350,6 +351,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("out/refinement_gain"))
     parser.add_argument("--record", nargs="?", type=Path, const=SHIPPED, default=None, metavar="FILE",
                         help="merge the agreement into FILE (default: text2reward/runs/pick_agreement.json, what reports cite)")
+    parser.add_argument("--record-seeds", type=int, default=None, metavar="S",
+                        help="with --record: picks on at most S seeds per candidate (default: every S measured)")
     args = parser.parse_args(argv)
     truth_seeds(args.truth_seeds)  # a truth too short is refused before any training
     budgets = parse_steps(args.steps, dict.fromkeys(args.tasks, 20_000))
@@ -396,7 +399,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{sum(s.budget - s.trained for s in stops):,} of the heuristic rounds' {budgeted:,} budgeted steps\n"
               + "\n".join(f"- {s.text()}" for s in stops))
     if args.record is not None:
-        record(decisions, args.record, args.truth_seeds)
+        record(decisions, args.record, args.truth_seeds, args.record_seeds)
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
 
 

@@ -92,3 +92,18 @@ def test_record_merges_the_loop_statistics_agreement_per_task_budget_and_seeds(b
         ("metaworld/drawer-close-v3", 1, 1, 0), ("metaworld/reach-v3", 1, 1, 1), ("metaworld/reach-v3", 2, 1, 1)]
     one = measured(1, 5000, tuple(entries))
     assert (len(one.tasks), one.decisions, one.agreed, one.beyond_noise, one.agreed_beyond_noise) == (2, 2, 2, 1, 1)
+
+
+def test_record_keeps_its_truths_seed_count_and_leaves_out_picks_on_more_seeds_than_asked(bench, tmp_path):
+    path = tmp_path / "pick_agreement.json"
+    bench.record([decision(bench, "metaworld/push-v3", s, agrees=True, beyond=True) for s in (1, 2, 3, 4)], path,
+                 truth_seeds=10, max_seeds=3)
+    entries = codec.read(AgreementFile, json.loads(path.read_text()), str(path)).measurements
+    assert [(a.seeds, a.truth_seeds) for a in entries] == [(1, 10), (2, 10), (3, 10)]
+    assert measured(1, 5000, tuple(entries)).truth == "10-seed"
+
+
+def test_a_truth_needs_two_held_out_seeds_and_a_longer_one_extends_the_five(bench):
+    assert bench.truth_seeds(5) == bench.TRUTH_SEEDS and bench.truth_seeds(10)[:5] == bench.TRUTH_SEEDS
+    with pytest.raises(SystemExit, match="--truth-seeds 1: a truth with noise needs at least 2 held-out seeds"):
+        bench.main(["--truth-seeds", "1", "--tasks", "metaworld/reach-v3"])
