@@ -16,7 +16,9 @@ then re-trains every candidate to the full budget on held-out seeds (100..104 by
 plus final progress toward the task's own success rule). The truth is the held-out mean; two rewards differ "beyond
 noise" when Welch's t-test on their per-seed scores gives p < 0.05. At p < 0.05 one decision in twenty between equal
 rewards is called beyond noise, and a run counts many decisions: the summary states how many such calls chance
-alone would make, and more held-out seeds (`--truth-seeds 10`) re-test the decisions five seeds called. Reported per decision: the pick, the truth's
+alone would make, and more held-out seeds (`--truth-seeds 10`) re-test the decisions five seeds called (for the pairs,
+a table of each set of seeds: the first five, those beyond them, the loop's, and how often one seed of the draft
+outscores one of its rewrite). Reported per decision: the pick, the truth's
 best, agreement; per rule: agreement where the truth is beyond noise (target >= 90%); the round-1 minus round-0 gain
 with its 95% interval over the held-out seeds; for the heuristic runs, each stopped candidate against its leader
 (a stop is wrong when the stopped one's 5-seed mean is above its leader's) and the steps the stops saved.
@@ -202,6 +204,29 @@ def draw_agreement(seeds_of: dict[str, list[SeedResult]], truth_best: str, size:
     return agreed, total
 
 
+def one_seed_win_share(first: Sequence[float], second: Sequence[float]) -> float:
+    """Of every pairing of one seed of each reward, the share where `first` scores higher (ties count half): how often
+    a pick on one seed per candidate names `first`, seeds drawn from all trained."""
+    wins = sum((a > b) + 0.5 * (a == b) for a in first for b in second)
+    return wins / (len(first) * len(second))
+
+
+def seed_sets_row(task: str, scores: dict[str, dict[int, float]], loop_seeds: Sequence[int], held_out: Sequence[int]) -> str:
+    """One table row per pair: the two rewards' mean scores and Welch p on each set of seeds (the default five held-out
+    seeds, the ones beyond them, all held-out, the loop's, everything), then the one-seed win share over everything.
+    Where a longer truth re-tests the five, the middle column is the independent re-test."""
+    draft, expert = scores["draft"], scores["expert rewrite"]
+    sets = [list(held_out[:len(TRUTH_SEEDS)]), list(held_out[len(TRUTH_SEEDS):]), list(held_out), list(loop_seeds),
+            [*loop_seeds, *held_out]]
+    cells = []
+    for seeds in sets:
+        a, b = [draft[s] for s in seeds], [expert[s] for s in seeds]
+        cells.append(f"{sum(a) / len(a):.3f} / {sum(b) / len(b):.3f}, p {welch_p(a, b):.3f}" if len(a) >= 2 else "-")
+    everything = sets[-1]
+    share = one_seed_win_share([draft[s] for s in everything], [expert[s] for s in everything])
+    return f"| {task} | " + " | ".join(cells) + f" | {share:.2f} |"
+
+
 def pair_rewards(task: str) -> list[Reward]:
     name = task.replace("/", "__") + ".py"
     draft, expert = DRAFTS / name, EXAMPLES / name
@@ -211,7 +236,7 @@ def pair_rewards(task: str) -> list[Reward]:
     return [Reward(task, "draft", 0, draft), Reward(task, "expert rewrite", 1, expert)]
 
 
-def pair_decisions(task: str, steps: int, args: argparse.Namespace, pool: ThreadPoolExecutor) -> tuple[list[Decision], tuple]:
+def pair_decisions(task: str, steps: int, args: argparse.Namespace, pool: ThreadPoolExecutor) -> tuple[list[Decision], tuple, str]:
     rewards = pair_rewards(task)
     loop_seeds = list(range(args.max_seeds))
     held_out = truth_seeds(args.truth_seeds)
@@ -229,7 +254,8 @@ def pair_decisions(task: str, steps: int, args: argparse.Namespace, pool: Thread
         decisions.append(Decision(task, "pairs", "r1 vs r0", f"after: {s} seed(s), loop statistic", pick, best, beyond, p, s, steps,
                                   means, draw_agreement(seeds_of, best, s)))
     gain = gain_interval(truth["expert rewrite"], truth["draft"])
-    return decisions, gain
+    scores = {r.label: {s: results[r.label, s].score for s in [*loop_seeds, *held_out]} for r in rewards}
+    return decisions, gain, seed_sets_row(task, scores, loop_seeds, held_out)
 
 
 def heuristic_decisions(task: str, steps: int, args: argparse.Namespace, pool: ThreadPoolExecutor) -> tuple[list[Decision], tuple, list[Stop], int]:
@@ -360,12 +386,14 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     decisions: list[Decision] = []
     gains: list[str] = []
+    seed_rows: list[str] = []
     stops: list[Stop] = []
     budgeted = 0
     with ThreadPoolExecutor(args.workers) as pool:
         for task, steps in budgets.items():
             if "pairs" in args.sources:
-                found, gain = pair_decisions(task, steps, args, pool)
+                found, gain, row = pair_decisions(task, steps, args, pool)
+                seed_rows.append(row)
                 decisions += found
                 gains.append(f"| {task} | pairs: expert rewrite - draft | {gain[0]:+.2f} [{gain[1]:+.2f}, {gain[2]:+.2f}] |")
             if "heuristic" in args.sources:
@@ -393,6 +421,13 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {rule} | {next(d.cost_seeds for d in decisions if d.rule == rule)} | {agreement(decisions, rule)} |")
     print("\n| task | gain | mean [95% interval over held-out seeds] |\n| --- | --- | --- |")
     print("\n".join(gains))
+    if seed_rows:
+        print("\nPairs, draft / expert rewrite mean score and Welch p on each set of seeds; the last column: the share of "
+              "pairings of one seed of each in which the draft scores higher, over every seed trained\n")
+        print(f"| task | held-out {TRUTH_SEEDS[0]}-{TRUTH_SEEDS[-1]} | held-out beyond them | all held-out | loop seeds | "
+              "all seeds | draft higher, one seed each |")
+        print("| --- | --- | --- | --- | --- | --- | ---: |")
+        print("\n".join(seed_rows))
     if stops:
         wrong = sum(s.wrong for s in stops)
         print(f"\nEarly stops against their leaders: {wrong} of {len(stops)} wrong; they saved "
