@@ -75,7 +75,8 @@ trainings (their folders are reused)."""
 ALPHA = 0.05
 
 
-def truth_seeds(count: int) -> tuple[int, ...]:
+def held_out_seeds(count: int) -> tuple[int, ...]:
+    """The truth's held-out seeds: `count` of them from 100 up (a longer truth keeps the shorter one's seeds)."""
     if count < 2:
         raise SystemExit(f"--truth-seeds {count}: a truth with noise needs at least 2 held-out seeds")
     return tuple(range(TRUTH_SEEDS[0], TRUTH_SEEDS[0] + count))
@@ -239,7 +240,7 @@ def pair_rewards(task: str) -> list[Reward]:
 def pair_decisions(task: str, steps: int, args: argparse.Namespace, pool: ThreadPoolExecutor) -> tuple[list[Decision], tuple, str]:
     rewards = pair_rewards(task)
     loop_seeds = list(range(args.max_seeds))
-    held_out = truth_seeds(args.truth_seeds)
+    held_out = held_out_seeds(args.truth_seeds)
     jobs = {(r.label, s): pool.submit(train_once, r, s, steps, args.out, args.hp) for r in rewards for s in [*loop_seeds, *held_out]}
     results = {key: job.result() for key, job in jobs.items()}
     truth = {r.label: [results[r.label, s].score for s in held_out] for r in rewards}
@@ -275,7 +276,7 @@ def heuristic_decisions(task: str, steps: int, args: argparse.Namespace, pool: T
         marker.write_text(store.run_id)
     candidates = [c for c in store.candidates() if c.has_training and c.code_file]
     rewards = {c.id: Reward(task, c.id, c.round, store.root / str(c.code_file)) for c in candidates}
-    held_out = truth_seeds(args.truth_seeds)
+    held_out = held_out_seeds(args.truth_seeds)
     jobs = {(cid, s): pool.submit(train_once, r, s, steps, args.out, args.hp) for cid, r in rewards.items() for s in held_out}
     truth = {cid: [jobs[cid, s].result().score for s in held_out] for cid in rewards}
     means = {cid: sum(v) / len(v) for cid, v in truth.items()}
@@ -380,7 +381,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--record-seeds", type=int, default=None, metavar="S",
                         help="with --record: picks on at most S seeds per candidate (default: every S measured)")
     args = parser.parse_args(argv)
-    truth_seeds(args.truth_seeds)  # a truth too short is refused before any training
+    held_out_seeds(args.truth_seeds)  # a truth too short is refused before any training
     budgets = parse_steps(args.steps, dict.fromkeys(args.tasks, 20_000))
     print(f"# {len(budgets)} task(s), sources {', '.join(args.sources)}; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}", flush=True)
     started = time.perf_counter()
@@ -403,7 +404,7 @@ def main(argv: list[str] | None = None) -> None:
                 budgeted += task_budget
                 gains.append(f"| {task} | heuristic: best so far - round-0 pick | {gain[0]:+.2f} [{gain[1]:+.2f}, {gain[2]:+.2f}] |")
             print(f"# {task} done, {time.perf_counter() - started:.0f} s; load {os.getloadavg()[0]:.2f}", flush=True)
-    held_out = truth_seeds(args.truth_seeds)
+    held_out = held_out_seeds(args.truth_seeds)
     print(f"\nbudget per training {', '.join(f'{t} {s:,}' for t, s in budgets.items())}; truth: seeds {held_out[0]}-{held_out[-1]}, "
           f"score = success-curve area + final progress (policies.score), Welch p < {ALPHA} = beyond noise\n")
     print(f"| task | source | decision | rule | pick | {len(held_out)}-seed best | held-out means | Welch p | agrees |")

@@ -104,14 +104,14 @@ def test_record_keeps_its_truths_seed_count_and_leaves_out_picks_on_more_seeds_t
 
 
 def test_a_truth_needs_two_held_out_seeds_and_a_longer_one_extends_the_five(bench):
-    assert bench.truth_seeds(5) == bench.TRUTH_SEEDS and bench.truth_seeds(10)[:5] == bench.TRUTH_SEEDS
+    assert bench.held_out_seeds(5) == bench.TRUTH_SEEDS and bench.held_out_seeds(10)[:5] == bench.TRUTH_SEEDS
     with pytest.raises(SystemExit, match="--truth-seeds 1: a truth with noise needs at least 2 held-out seeds"):
         bench.main(["--truth-seeds", "1", "--tasks", "metaworld/reach-v3"])
 
 
 def test_the_seed_sets_table_re_tests_the_five_on_the_seeds_beyond_them(bench):
     assert bench.one_seed_win_share([1.0, 0.0], [0.5, 0.5]) == 0.5 and bench.one_seed_win_share([0.3], [0.3]) == 0.5
-    held_out = bench.truth_seeds(7)
+    held_out = bench.held_out_seeds(7)
     scores = {"draft": {s: 1.0 + 0.01 * (s % 3) for s in (0, 1, *held_out)},
               "expert rewrite": {s: 0.5 + 0.01 * (s % 2) for s in (0, 1, *held_out)}}
     row = bench.seed_sets_row("metaworld/reach-v3", scores, [0, 1], held_out).split(" | ")
