@@ -381,7 +381,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--record-seeds", type=int, default=None, metavar="S",
                         help="with --record: picks on at most S seeds per candidate (default: every S measured)")
     args = parser.parse_args(argv)
-    held_out_seeds(args.truth_seeds)  # a truth too short is refused before any training
+    held_out = held_out_seeds(args.truth_seeds)  # a truth too short is refused before any training
     budgets = parse_steps(args.steps, dict.fromkeys(args.tasks, 20_000))
     print(f"# {len(budgets)} task(s), sources {', '.join(args.sources)}; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}", flush=True)
     started = time.perf_counter()
@@ -404,7 +404,6 @@ def main(argv: list[str] | None = None) -> None:
                 budgeted += task_budget
                 gains.append(f"| {task} | heuristic: best so far - round-0 pick | {gain[0]:+.2f} [{gain[1]:+.2f}, {gain[2]:+.2f}] |")
             print(f"# {task} done, {time.perf_counter() - started:.0f} s; load {os.getloadavg()[0]:.2f}", flush=True)
-    held_out = held_out_seeds(args.truth_seeds)
     print(f"\nbudget per training {', '.join(f'{t} {s:,}' for t, s in budgets.items())}; truth: seeds {held_out[0]}-{held_out[-1]}, "
           f"score = success-curve area + final progress (policies.score), Welch p < {ALPHA} = beyond noise\n")
     print(f"| task | source | decision | rule | pick | {len(held_out)}-seed best | held-out means | Welch p | agrees |")

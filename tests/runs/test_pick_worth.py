@@ -97,7 +97,7 @@ def test_a_truth_re_tested_on_ten_seeds_is_cited_as_such_and_an_old_entry_reads_
     ten = replace(MEASURED[0], truth_seeds=10)
     both = measured(1, 5000, (ten, MEASURED[1]))
     assert both.truth == "5- to 10-seed"
-    assert both.text(both.truth) == "1 of 2 decisions (0 of 1 where the 5- to 10-seed difference was beyond noise)"
+    assert both.text() == "1 of 2 decisions (0 of 1 where the 5- to 10-seed difference was beyond noise)"
     assert measured(1, 5000, (ten,)).truth == "10-seed"
     best, other = candidate(0, 15), candidate(1, 13)
     cited = pick_worth_lines(best, [best, other], 5000, (ten,))[1]

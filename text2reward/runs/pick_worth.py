@@ -43,17 +43,6 @@ class Counts:
     draws_beyond_noise: int = 0
     agreed_draws_beyond_noise: int = 0
 
-    def text(self, truth: str = "5-seed") -> str:
-        """`truth`: what the truth was (`5-seed`: the held-out re-training's seeds)."""
-        beyond = (f"{self.agreed_beyond_noise} of {self.beyond_noise} where the {truth} difference was beyond noise"
-                  if self.beyond_noise else "none of them beyond noise")
-        text = f"{self.agreed} of {self.decisions} decisions ({beyond})"
-        if self.draws:
-            text += (f"; asked of every draw of seeds the trainings allow, {self.agreed_draws / self.draws:.0%} of "
-                     f"{self.draws} picks" + (f" ({self.agreed_draws_beyond_noise / self.draws_beyond_noise:.0%} of "
-                                              f"{self.draws_beyond_noise} beyond noise)" if self.draws_beyond_noise else ""))
-        return text
-
 
 def summed(measurements: list[Agreement]) -> dict[str, int]:
     """Each count summed over `measurements`, by name."""
@@ -107,6 +96,17 @@ class Pooled(Counts):
         low, high = min(self.truth_seeds), max(self.truth_seeds)
         return f"{low}-seed" if low == high else f"{low}- to {high}-seed"
 
+    def text(self) -> str:
+        """The counts in words, naming the truth they were measured against."""
+        beyond = (f"{self.agreed_beyond_noise} of {self.beyond_noise} where the {self.truth} difference was beyond noise"
+                  if self.beyond_noise else "none of them beyond noise")
+        text = f"{self.agreed} of {self.decisions} decisions ({beyond})"
+        if self.draws:
+            text += (f"; asked of every draw of seeds the trainings allow, {self.agreed_draws / self.draws:.0%} of "
+                     f"{self.draws} picks" + (f" ({self.agreed_draws_beyond_noise / self.draws_beyond_noise:.0%} of "
+                                              f"{self.draws_beyond_noise} beyond noise)" if self.draws_beyond_noise else ""))
+        return text
+
     @property
     def where(self) -> str:
         """`6 tasks (metaworld) at 5,000 steps`."""
@@ -157,8 +157,8 @@ def pick_worth_lines(best: Candidate, candidates: list[Candidate], steps: int | 
         lines.append(f"- A pick {on} has not been measured against a held-out re-training (benchmarks/refinement_gain.py).")
         return lines
     lines.append(f"- Measured (benchmarks/refinement_gain.py, {here.where}): a pick {on} agreed with a {here.truth} "
-                 f"re-training in {here.text(here.truth)}.")
+                 f"re-training in {here.text()}.")
     more = measured(seeds + 1, here.steps, agreements)
     if more is not None and more.steps == here.steps:
-        lines.append(f"- With `--candidate-seeds {seeds + 1}` ({(seeds + 1) / seeds:.3g}x the training): {more.text(more.truth)}.")
+        lines.append(f"- With `--candidate-seeds {seeds + 1}` ({(seeds + 1) / seeds:.3g}x the training): {more.text()}.")
     return lines
