@@ -11,6 +11,7 @@ training; configurations run in shuffled turns so drift on a shared machine fall
     python benchmarks/throughput.py                                   # cpu, n_envs 1 4 16, reach-v3
     python benchmarks/throughput.py --devices cpu cuda --n-envs 1 4 16 --vec dummy subproc --seconds 20
     python benchmarks/throughput.py --devices cpu cuda --n-envs 1 16 --workers 1 4 8   # candidates at once
+    python benchmarks/throughput.py --devices cuda --n-envs 16 64 --vec subproc --phases  # where a vector step's time goes
     python benchmarks/throughput.py --start-latency 5                 # a job's start: fresh process vs fork server
     python benchmarks/throughput.py --job-memory --devices cpu auto cuda --n-envs 1 4 16   # GPU memory per t2r train
 
@@ -18,6 +19,10 @@ Prints one row per configuration: env steps/s per job (median over repeats, and 
 K candidates at once, each in its own process, timed together after all have warmed up), the ratio to the 1-env cpu
 row, the machine's steps/s (the K jobs' sum), and for cuda the peak GPU memory JAX held for a job (what several
 candidates sharing one GPU must fit in).
+
+`--phases` adds a second, instrumented window per configuration that splits a vector step's milliseconds between the
+vector env's step (the reward included), the policy's action, the replay buffer's add and sample, SBX's compiled
+update call, and the rest (SB3's loop and callbacks): what bounds a configuration, read off rather than guessed.
 
 `--job-memory` runs the product's own path instead: one `t2r train` per device and n_envs (`--devices auto cpu cuda`),
 sampling `nvidia-smi` every half second for the GPU memory its process holds, CUDA context included (what several
@@ -55,11 +60,50 @@ def wait_for_the_others(barrier: str | None, workers: int, timeout: float = 300.
         time.sleep(0.05)
 
 
+PHASES = ("env_step", "policy_act", "buffer_add", "buffer_sample", "update")
+
+
+def time_phases(model: Any, env: Any, totals: dict[str, float]) -> None:
+    """Adds each phase's wall seconds to `totals` as SB3's loop calls it: the vector env's step (reward included;
+    subprocess round trips with `subproc`), the policy's action for the collected step, the replay buffer's add and
+    sample, and SBX's compiled update call with its losses read back (`.item()`, which waits for the device). What
+    is left of a window is SB3's Python loop and callbacks. Instance attributes shadow the methods, so only this
+    model and env are timed."""
+
+    def timed(name: str, function: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                totals[name] += time.perf_counter() - started
+        return wrapper
+
+    sample = model.replay_buffer.sample
+    model.replay_buffer.sample = timed("buffer_sample", sample)
+    train = model.train
+
+    def update(gradient_steps: int, batch_size: int) -> None:
+        before = totals["buffer_sample"]
+        started = time.perf_counter()
+        try:
+            train(gradient_steps, batch_size)
+        finally:
+            totals["update"] += time.perf_counter() - started - (totals["buffer_sample"] - before)
+
+    model.train = update
+    model.predict = timed("policy_act", model.predict)
+    model.replay_buffer.add = timed("buffer_add", model.replay_buffer.add)
+    env.step_async = timed("env_step", env.step_async)
+    env.step_wait = timed("env_step", env.step_wait)
+
+
 def child(task_id: str, n_envs: int, vec: str, device: str, seconds: float, net: int, batch: int,
-          updates: str, workers: int = 1, barrier: str | None = None) -> dict[str, Any]:
+          updates: str, workers: int = 1, barrier: str | None = None, phases: bool = False) -> dict[str, Any]:
     """One configuration, in this process: SBX SAC with gradient_steps = n_envs (`ratio`) or one update of an
     n_envs-times wider batch per vector step (`wide`: the same samples per env step, fewer, larger updates), timed
-    after a warm-up (and, with other workers, after all of them warmed up)."""
+    after a warm-up (and, with other workers, after all of them warmed up). With `phases`, a second window of the
+    same length times each phase of a vector step (`time_phases`), so the first window's figure stays uninstrumented."""
     import jax
     from sbx import SAC
     from stable_baselines3.common.env_util import make_vec_env
@@ -89,9 +133,22 @@ def child(task_id: str, n_envs: int, vec: str, device: str, seconds: float, net:
         if device == "cuda":
             stats = jax.devices()[0].memory_stats() or {}
             memory = stats.get("peak_bytes_in_use")
-        return {"steps_per_s": done / elapsed, "updates_per_s": done / elapsed * gradient_steps / n_envs,
-                "gpu_peak_bytes": memory,
-                "jax_device": str(jax.devices()[0])}
+        result: dict[str, Any] = {"steps_per_s": done / elapsed, "updates_per_s": done / elapsed * gradient_steps / n_envs,
+                                  "gpu_peak_bytes": memory, "jax_device": str(jax.devices()[0])}
+        if phases:
+            totals = dict.fromkeys(PHASES, 0.0)
+            time_phases(model, env, totals)
+            done, started = 0, time.perf_counter()
+            while time.perf_counter() - started < seconds:
+                model.learn(chunk, reset_num_timesteps=False)
+                done += chunk
+            elapsed = time.perf_counter() - started
+            vector_steps = done / n_envs
+            result["phases_ms_per_vector_step"] = {
+                **{name: 1000 * value / vector_steps for name, value in totals.items()},
+                "rest": 1000 * (elapsed - sum(totals.values())) / vector_steps}
+            result["phases_steps_per_s"] = done / elapsed
+        return result
     finally:
         env.close()
 
@@ -105,7 +162,8 @@ def run_config(args: argparse.Namespace, n_envs: int, vec: str, device: str, upd
     with tempfile.TemporaryDirectory(prefix="t2r-throughput-") as barrier:
         command = [sys.executable, __file__, "--child", json.dumps(
             {"task_id": args.task, "n_envs": n_envs, "vec": vec, "device": device, "seconds": args.seconds,
-             "net": args.net, "batch": args.batch, "updates": updates, "workers": workers, "barrier": barrier})]
+             "net": args.net, "batch": args.batch, "updates": updates, "workers": workers, "barrier": barrier,
+             "phases": args.phases})]
         processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
                      for _ in range(workers)]
         outputs = [process.communicate(timeout=args.seconds * 10 + 600) for process in processes]
@@ -116,7 +174,10 @@ def run_config(args: argparse.Namespace, n_envs: int, vec: str, device: str, upd
         jobs.append(json.loads(stdout.strip().splitlines()[-1]))
     per_job = [job["steps_per_s"] for job in jobs]
     peaks = [job["gpu_peak_bytes"] for job in jobs if job.get("gpu_peak_bytes")]
+    phases = [job["phases_ms_per_vector_step"] for job in jobs if "phases_ms_per_vector_step" in job]
     return {"steps_per_s": statistics.median(per_job), "machine_steps_per_s": sum(per_job), "per_job": per_job,
+            "phases_ms_per_vector_step": phases[0] if len(phases) == 1 else None,
+            "phases_steps_per_s": jobs[0].get("phases_steps_per_s") if len(phases) == 1 else None,
             "updates_per_s": statistics.median(job["updates_per_s"] for job in jobs),
             "gpu_peak_bytes": max(peaks) if peaks else None, "jax_device": jobs[0]["jax_device"]}
 
@@ -253,6 +314,9 @@ def main() -> None:
                         help="measure N job starts each way (fresh process, fork server) instead of throughput")
     parser.add_argument("--job-memory", action="store_true",
                         help="GPU memory each `t2r train` process holds, per --devices and --n-envs (needs nvidia-smi)")
+    parser.add_argument("--phases", action="store_true",
+                        help="after the timed window, a second one that splits a vector step's milliseconds by phase "
+                             "(env step, policy action, buffer add and sample, update, the rest); one worker only")
     parser.add_argument("--steps", type=int, default=3000, help="steps per `t2r train` of --job-memory")
     parser.add_argument("--algo", default="sbx-sac", help="the algorithm of --start-latency's jobs (sac, ppo: SB3's)")
     args = parser.parse_args()
@@ -316,9 +380,21 @@ def main() -> None:
         rows.append({"n_envs": config[0], "vec": config[1], "device": config[2], "updates": config[3], "workers": config[4],
                      "steps_per_s": value, "machine_steps_per_s": machine, "ratio_to_1env_cpu": ratio, "gpu_peak_mb": peak,
                      "per_job": [r.get("per_job") for r in measured[config]],
+                     "phases_ms_per_vector_step": [r.get("phases_ms_per_vector_step") for r in measured[config]],
                      "errors": [r["error"] for r in measured[config] if "error" in r]})
         print(f"{config[2]:<6} {config[3]:<7} {config[1]:<8} {config[0]:>6} {config[4]:>7} {value or float('nan'):>16.0f} "
               f"{ratio or float('nan'):>12.2f} {machine or float('nan'):>12.0f} {peak or float('nan'):>12.0f}")
+    if args.phases:
+        print("\nmilliseconds per vector step by phase (a second, instrumented window; one worker's figures)")
+        print(f"{'device':<6} {'vec':<8} {'n_envs':>6} " + " ".join(f"{name:>13}" for name in (*PHASES, "rest"))
+              + f" {'steps/s':>8}")
+        for config in configs:
+            for row in measured[config]:
+                split = row.get("phases_ms_per_vector_step")
+                if split:
+                    print(f"{config[2]:<6} {config[1]:<8} {config[0]:>6} "
+                          + " ".join(f"{split[name]:>13.2f}" for name in (*PHASES, "rest"))
+                          + f" {row['phases_steps_per_s']:>8.0f}")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(rows, handle, indent=1)

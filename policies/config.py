@@ -16,7 +16,9 @@ GPU_MAX_SHARERS = 2
 `--workers`): processes on one GPU take turns on it. On an H100 with 16 cores (benchmarks/throughput.py `--workers`,
 RESULTS.md), SBX SAC at 16 envs ran 530-645 steps/s alone, 174 each with 4 jobs sharing the GPU and 93 each with 8 (the
 GPU's total stayed at 700-750), while one such job on the CPU runs ~260: from 4 sharers on, the GPU is the slower
-device. 2 is the largest count whose share (~350 each, interpolated from that total) still beats the CPU."""
+device. At 2, measured on 2026-11-28 (two jobs of a configuration at once): 359 steps/s each on cuda against 225 on the
+CPU at 16 envs (1.6x), and 113 against 105 at 4 envs (equal within a reading's ~10%): 2 sharers keep the GPU the
+faster device or an equal one, never the slower."""
 DEVICE_HELP = (f"auto (cuda only for SBX's SAC with --hp n_envs={GPU_MIN_ENVS} or more, at most {GPU_MAX_SHARERS} trainings "
                "at once and a GPU JAX sees, where the GPU was measured faster; else cpu), cpu, cuda or cuda:N")
 
