@@ -9,6 +9,9 @@ luck, refinement is a random walk. For each task this benchmark takes rounds of 
   (`benchmarks/refinement_drafts/`) and the expert rewrite of the same task (`prompts/examples/`); the loop's decision
   between them is its ranking statistic on S loop seeds (0..S-1), computed for S = 1..--max-seeds, and the rule from
   before seed-aware scores (one seed, final success then native return) on the same trainings;
+- **mistakes**: the same decision where round 0 is the expert rewrite with one realistic mistake
+  (`benchmarks/refinement_mistakes/`: handle-press, push, pick-place): pairs that differ for a known reason, to ask
+  whether the loop's picks follow a difference that exists (never recorded: `MISTAKES`);
 
 then re-trains every candidate to the full budget on held-out seeds (100..104 by default; `--truth-seeds N` takes
 100..100+N-1; never a loop seed) with
@@ -61,6 +64,11 @@ from text2reward.runs.records import ResultFile, read
 
 ROOT = Path(__file__).resolve().parent.parent
 DRAFTS = Path(__file__).resolve().parent / "refinement_drafts"
+MISTAKES = Path(__file__).resolve().parent / "refinement_mistakes"
+"""The `mistakes` source's round 0: the expert rewrite with one realistic mistake (a missing stage, the wrong object,
+a sign read the wrong way round), so the pair's rewards differ for a known reason. Its decisions are reported, never
+recorded: they are built to differ, so they would flatter the agreement that reports cite for the loop's real picks."""
+DRAFT_SOURCES = {"pairs": DRAFTS, "mistakes": MISTAKES}
 EXAMPLES = ROOT / "prompts" / "examples"
 DEFAULT_TASKS = ["metaworld/reach-v3", "metaworld/drawer-close-v3", "metaworld/button-press-topdown-v3",
                  "metaworld/handle-press-v3", "metaworld/plate-slide-v3", "metaworld/window-open-v3"]
@@ -228,17 +236,20 @@ def seed_sets_row(task: str, scores: dict[str, dict[int, float]], loop_seeds: Se
     return f"| {task} | " + " | ".join(cells) + f" | {share:.2f} |"
 
 
-def pair_rewards(task: str) -> list[Reward]:
+def pair_rewards(task: str, source: str = "pairs") -> list[Reward]:
     name = task.replace("/", "__") + ".py"
-    draft, expert = DRAFTS / name, EXAMPLES / name
+    folder = DRAFT_SOURCES[source]
+    draft, expert = folder / name, EXAMPLES / name
     if not draft.exists() or not expert.exists():
-        raise SystemExit(f"{task}: no shipped pair ({draft.relative_to(ROOT)} and {expert.relative_to(ROOT)}); "
-                         f"choose among {', '.join([*DEFAULT_TASKS, *MORE_PAIR_TASKS])}")
+        shipped = sorted(path.stem.replace("__", "/") for path in folder.glob("*.py"))
+        raise SystemExit(f"{task}: the {source} source ships no pair for it ({draft.relative_to(ROOT)} and {expert.relative_to(ROOT)}); "
+                         f"choose among {', '.join(shipped)}")
     return [Reward(task, "draft", 0, draft), Reward(task, "expert rewrite", 1, expert)]
 
 
-def pair_decisions(task: str, steps: int, args: argparse.Namespace, pool: ThreadPoolExecutor) -> tuple[list[Decision], tuple, str]:
-    rewards = pair_rewards(task)
+def pair_decisions(task: str, steps: int, args: argparse.Namespace, pool: ThreadPoolExecutor,
+                   source: str = "pairs") -> tuple[list[Decision], tuple, str]:
+    rewards = pair_rewards(task, source)
     loop_seeds = list(range(args.max_seeds))
     held_out = held_out_seeds(args.truth_seeds)
     jobs = {(r.label, s): pool.submit(train_once, r, s, steps, args.out, args.hp) for r in rewards for s in [*loop_seeds, *held_out]}
@@ -249,14 +260,14 @@ def pair_decisions(task: str, steps: int, args: argparse.Namespace, pool: Thread
     decisions = []
     seeds_of = {r.label: [results[r.label, s] for s in loop_seeds] for r in rewards}
     pick = max(seeds_of, key=lambda label: before_key(seeds_of[label]))
-    decisions.append(Decision(task, "pairs", "r1 vs r0", "before: 1 seed, success then return", pick, best, beyond, p, 1, steps, means))
+    decisions.append(Decision(task, source, "r1 vs r0", "before: 1 seed, success then return", pick, best, beyond, p, 1, steps, means))
     for s in range(1, args.max_seeds + 1):
         pick = max(seeds_of, key=lambda label: loop_key(seeds_of[label][:s]))
-        decisions.append(Decision(task, "pairs", "r1 vs r0", f"after: {s} seed(s), loop statistic", pick, best, beyond, p, s, steps,
+        decisions.append(Decision(task, source, "r1 vs r0", f"after: {s} seed(s), loop statistic", pick, best, beyond, p, s, steps,
                                   means, draw_agreement(seeds_of, best, s)))
     gain = gain_interval(truth["expert rewrite"], truth["draft"])
     scores = {r.label: {s: results[r.label, s].score for s in [*loop_seeds, *held_out]} for r in rewards}
-    return decisions, gain, seed_sets_row(task, scores, loop_seeds, held_out)
+    return decisions, gain, seed_sets_row(f"{task} ({source})", scores, loop_seeds, held_out)
 
 
 def heuristic_decisions(task: str, steps: int, args: argparse.Namespace, pool: ThreadPoolExecutor) -> tuple[list[Decision], tuple, list[Stop], int]:
@@ -340,7 +351,8 @@ def record(decisions: Sequence[Decision], path: Path, truth_seeds: int = len(TRU
     """Merge the loop statistic's agreement (not the old rule's) per (source, task, steps, seeds) into `path`, with the
     held-out seed count of its truth; picks on more than `max_seeds` seeds are left out (a report compares S with S + 1
     seeds, so each seed count it cites should come from the same tasks)."""
-    current = [d for d in decisions if not d.rule.startswith("before") and (max_seeds is None or d.cost_seeds <= max_seeds)]
+    current = [d for d in decisions if not d.rule.startswith("before") and d.source != "mistakes"
+               and (max_seeds is None or d.cost_seeds <= max_seeds)]
     keys = dict.fromkeys((d.source, d.task, d.steps, d.cost_seeds) for d in current)
     today = time.strftime("%Y-%m-%d", time.gmtime())
     fresh = []
@@ -366,7 +378,7 @@ def record(decisions: Sequence[Decision], path: Path, truth_seeds: int = len(TRU
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", default=DEFAULT_TASKS)
-    parser.add_argument("--sources", nargs="+", default=["pairs", "heuristic"], choices=["pairs", "heuristic"])
+    parser.add_argument("--sources", nargs="+", default=["pairs", "heuristic"], choices=["pairs", "mistakes", "heuristic"])
     parser.add_argument("--steps", nargs="*", default=["20000"], metavar="N|TASK=N", help="training steps per job (default 20000)")
     parser.add_argument("--max-seeds", type=int, default=3, help="loop seeds S tried for the pairs' decision (1..S; default 3)")
     parser.add_argument("--candidate-seeds", type=int, default=1, help="--candidate-seeds of the heuristic runs (default 1)")
@@ -392,11 +404,12 @@ def main(argv: list[str] | None = None) -> None:
     budgeted = 0
     with ThreadPoolExecutor(args.workers) as pool:
         for task, steps in budgets.items():
-            if "pairs" in args.sources:
-                found, gain, row = pair_decisions(task, steps, args, pool)
-                seed_rows.append(row)
-                decisions += found
-                gains.append(f"| {task} | pairs: expert rewrite - draft | {gain[0]:+.2f} [{gain[1]:+.2f}, {gain[2]:+.2f}] |")
+            for source in ("pairs", "mistakes"):
+                if source in args.sources:
+                    found, gain, row = pair_decisions(task, steps, args, pool, source)
+                    seed_rows.append(row)
+                    decisions += found
+                    gains.append(f"| {task} | {source}: expert rewrite - draft | {gain[0]:+.2f} [{gain[1]:+.2f}, {gain[2]:+.2f}] |")
             if "heuristic" in args.sources:
                 found, gain, task_stops, task_budget = heuristic_decisions(task, steps, args, pool)
                 decisions += found
@@ -415,10 +428,12 @@ def main(argv: list[str] | None = None) -> None:
     tested = {(d.task, d.source, d.what, d.steps): d for d in decisions}.values()  # one truth per decision, whatever the rule
     print(f"\n{sum(d.beyond_noise for d in tested)} of {len(tested)} decisions beyond noise; between equal rewards chance alone "
           f"calls {ALPHA * len(tested):.1f} of {len(tested)} beyond noise at p < {ALPHA}")
-    print(f"\n| rule | seeds per candidate | agreement with the {len(held_out)}-seed ranking |")
-    print("| --- | ---: | --- |")
-    for rule in dict.fromkeys(d.rule for d in decisions):
-        print(f"| {rule} | {next(d.cost_seeds for d in decisions if d.rule == rule)} | {agreement(decisions, rule)} |")
+    print(f"\n| source | rule | seeds per candidate | agreement with the {len(held_out)}-seed ranking |")
+    print("| --- | --- | ---: | --- |")
+    for source in dict.fromkeys(d.source for d in decisions):  # never pooled: the mistakes are built to differ
+        mine = [d for d in decisions if d.source == source]
+        for rule in dict.fromkeys(d.rule for d in mine):
+            print(f"| {source} | {rule} | {next(d.cost_seeds for d in mine if d.rule == rule)} | {agreement(mine, rule)} |")
     print("\n| task | gain | mean [95% interval over held-out seeds] |\n| --- | --- | --- |")
     print("\n".join(gains))
     if seed_rows:
@@ -434,6 +449,8 @@ def main(argv: list[str] | None = None) -> None:
               f"{sum(s.budget - s.trained for s in stops):,} of the heuristic rounds' {budgeted:,} budgeted steps\n"
               + "\n".join(f"- {s.text()}" for s in stops))
     if args.record is not None:
+        if "mistakes" in args.sources:
+            print("\nthe mistakes source is not recorded: its pairs are built to differ (MISTAKES)")
         record(decisions, args.record, args.truth_seeds, args.record_seeds)
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
 

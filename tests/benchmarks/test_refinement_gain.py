@@ -69,8 +69,30 @@ def test_every_default_task_ships_its_pair(bench):
     for task in [*bench.DEFAULT_TASKS, *bench.MORE_PAIR_TASKS]:
         draft, expert = bench.pair_rewards(task)
         assert draft.code.exists() and expert.code.exists() and draft.round == 0 and expert.round == 1
-    with pytest.raises(SystemExit, match="no shipped pair"):
+    with pytest.raises(SystemExit, match="the pairs source ships no pair for it"):
         bench.pair_rewards("metaworld/assembly-v3")
+
+
+def test_each_mistake_is_its_expert_rewrite_with_one_line_changed(bench):
+    """The mistakes source differs from its round 1 for one known reason: one line of code, besides the docstring."""
+    import ast
+    import difflib
+
+    shipped = sorted(bench.MISTAKES.glob("*.py"))
+    assert len(shipped) == 3
+    for path in shipped:
+        mistake, expert = bench.pair_rewards(path.stem.replace("__", "/"), "mistakes")
+        assert mistake.code == path
+
+        def code_lines(file: Path) -> list[str]:
+            tree = ast.parse(file.read_text())
+            tree.body = tree.body[1:]  # the module docstring says what the mistake is
+            return ast.unparse(tree).splitlines()
+
+        changed = [line for line in difflib.ndiff(code_lines(expert.code), code_lines(mistake.code)) if line[:1] in "+-"]
+        assert len(changed) == 2, (path.name, changed)
+    with pytest.raises(SystemExit, match="the mistakes source ships no pair for it .*choose among metaworld/handle-press-v3"):
+        bench.pair_rewards("metaworld/reach-v3", "mistakes")
 
 
 def decision(bench, task: str, seeds: int, agrees: bool, beyond: bool, rule: str | None = None):
@@ -92,6 +114,16 @@ def test_record_merges_the_loop_statistics_agreement_per_task_budget_and_seeds(b
         ("metaworld/drawer-close-v3", 1, 1, 0), ("metaworld/reach-v3", 1, 1, 1), ("metaworld/reach-v3", 2, 1, 1)]
     one = measured(1, 5000, tuple(entries))
     assert (len(one.tasks), one.decisions, one.agreed, one.beyond_noise, one.agreed_beyond_noise) == (2, 2, 2, 1, 1)
+
+
+def test_record_leaves_out_the_mistakes_source(bench, tmp_path):
+    """Pairs built to differ would flatter the agreement that reports cite for the loop's real picks."""
+    path = tmp_path / "pick_agreement.json"
+    built = decision(bench, "metaworld/push-v3", 1, agrees=True, beyond=True)
+    built.source = "mistakes"
+    bench.record([built, decision(bench, "metaworld/reach-v3", 1, agrees=False, beyond=True)], path)
+    entries = codec.read(AgreementFile, json.loads(path.read_text()), str(path)).measurements
+    assert [(a.source, a.task) for a in entries] == [("pairs", "metaworld/reach-v3")]
 
 
 def test_record_keeps_its_truths_seed_count_and_leaves_out_picks_on_more_seeds_than_asked(bench, tmp_path):
