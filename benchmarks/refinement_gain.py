@@ -10,7 +10,7 @@ luck, refinement is a random walk. For each task this benchmark takes rounds of 
   between them is its ranking statistic on S loop seeds (0..S-1), computed for S = 1..--max-seeds, and the rule from
   before seed-aware scores (one seed, final success then native return) on the same trainings;
 - **mistakes**: the same decision where round 0 is the expert rewrite with one realistic mistake
-  (`benchmarks/refinement_mistakes/`: handle-press, push, pick-place): pairs that differ for a known reason, to ask
+  (`benchmarks/refinement_mistakes/`: reach, drawer-close, handle-press, push, pick-place): pairs that differ for a known reason, to ask
   whether the loop's picks follow a difference that exists (never recorded: `MISTAKES`);
 
 then re-trains every candidate to the full budget on held-out seeds (100..104 by default; `--truth-seeds N` takes
@@ -65,8 +65,8 @@ from text2reward.runs.records import ResultFile, read
 ROOT = Path(__file__).resolve().parent.parent
 DRAFTS = Path(__file__).resolve().parent / "refinement_drafts"
 MISTAKES = Path(__file__).resolve().parent / "refinement_mistakes"
-"""The `mistakes` source's round 0: the expert rewrite with one realistic mistake (a missing stage, the wrong object,
-a sign read the wrong way round), so the pair's rewards differ for a known reason. Its decisions are reported, never
+"""The `mistakes` source's round 0: the expert rewrite with one realistic mistake (the wrong object, a missing stage,
+a sign read the wrong way round, a penalty that rivals the task's reward), so the pair's rewards differ for a known reason. Its decisions are reported, never
 recorded: they are built to differ, so they would flatter the agreement that reports cite for the loop's real picks."""
 DRAFT_SOURCES = {"pairs": DRAFTS, "mistakes": MISTAKES}
 EXAMPLES = ROOT / "prompts" / "examples"
