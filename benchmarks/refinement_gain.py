@@ -267,7 +267,19 @@ def pair_decisions(task: str, steps: int, args: argparse.Namespace, pool: Thread
                                   means, draw_agreement(seeds_of, best, s)))
     gain = gain_interval(truth["expert rewrite"], truth["draft"])
     scores = {r.label: {s: results[r.label, s].score for s in [*loop_seeds, *held_out]} for r in rewards}
-    return decisions, gain, seed_sets_row(f"{task} ({source})", scores, loop_seeds, held_out)
+    return decisions, gain, seed_sets_row(f"{task} ({source})", scores, loop_seeds, held_out) + f" {all_seed_draws(results, rewards, best)} |"
+
+
+def all_seed_draws(results: dict[tuple[str, int], SeedResult], rewards: Sequence[Reward], best: str, most: int = 3) -> str:
+    """How often the loop's statistic on S seeds per reward names the truth's best, over every draw of S seeds from all
+    those trained (loop and held-out), S = 1..`most`: what S seeds buy on this pair. The draws share seeds, and the
+    held-out ones are also the truth's, so it describes these seeds rather than giving independent trials."""
+    seeds_of = {r.label: [result for (label, _), result in sorted(results.items()) if label == r.label] for r in rewards}
+    shares = []
+    for size in range(1, most + 1):
+        agreed, total = draw_agreement(seeds_of, best, size)
+        shares.append(f"{agreed / total:.0%}")
+    return " / ".join(shares)
 
 
 def heuristic_decisions(task: str, steps: int, args: argparse.Namespace, pool: ThreadPoolExecutor) -> tuple[list[Decision], tuple, list[Stop], int]:
@@ -437,11 +449,12 @@ def main(argv: list[str] | None = None) -> None:
     print("\n| task | gain | mean [95% interval over held-out seeds] |\n| --- | --- | --- |")
     print("\n".join(gains))
     if seed_rows:
-        print("\nPairs, draft / expert rewrite mean score and Welch p on each set of seeds; the last column: the share of "
-              "pairings of one seed of each in which the draft scores higher, over every seed trained\n")
+        print("\nPairs, draft / expert rewrite mean score and Welch p on each set of seeds; then the share of pairings of one "
+              "seed of each in which the draft scores higher, and how often the loop's statistic on S seeds per reward names "
+              "the truth's best, both over every seed trained (the draws share seeds: a description of them)\n")
         print(f"| task | held-out {TRUTH_SEEDS[0]}-{TRUTH_SEEDS[-1]} | held-out beyond them | all held-out | loop seeds | "
-              "all seeds | draft higher, one seed each |")
-        print("| --- | --- | --- | --- | --- | --- | ---: |")
+              "all seeds | draft higher, one seed each | picks the truth's best, S = 1 / 2 / 3 seeds drawn from all |")
+        print("| --- | --- | --- | --- | --- | --- | ---: | --- |")
         print("\n".join(seed_rows))
     if stops:
         wrong = sum(s.wrong for s in stops)

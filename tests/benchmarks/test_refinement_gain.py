@@ -149,3 +149,13 @@ def test_the_seed_sets_table_re_tests_the_five_on_the_seeds_beyond_them(bench):
     row = bench.seed_sets_row("metaworld/reach-v3", scores, [0, 1], held_out).split(" | ")
     assert row[1].startswith("1.012 / 0.504") and row[2].startswith("1.005 / 0.505")  # seeds 100-104, then 105-106
     assert row[-1] == "1.00 |"  # every draft seed scores above every expert seed
+
+
+def test_draws_from_all_seeds_say_what_each_seed_count_buys(bench):
+    """Every draw of S seeds per reward from all trained: one seed each picks the better reward half the time here,
+    two seeds always (means 0.5 against 0.55)."""
+    rewards = bench.pair_rewards("metaworld/reach-v3", "mistakes")
+    scores = {"draft": (0.1, 0.9), "expert rewrite": (0.5, 0.6)}
+    results = {(label, index): seed(bench, score, 0, 1.0) for label, values in scores.items() for index, score in enumerate(values)}
+    assert bench.all_seed_draws(results, rewards, "expert rewrite", most=2) == "50% / 100%"
+    assert bench.all_seed_draws(results, rewards, "draft", most=2) == "50% / 0%"
