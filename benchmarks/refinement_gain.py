@@ -267,14 +267,14 @@ def pair_decisions(task: str, steps: int, args: argparse.Namespace, pool: Thread
                                   means, draw_agreement(seeds_of, best, s)))
     gain = gain_interval(truth["expert rewrite"], truth["draft"])
     scores = {r.label: {s: results[r.label, s].score for s in [*loop_seeds, *held_out]} for r in rewards}
-    return decisions, gain, seed_sets_row(f"{task} ({source})", scores, loop_seeds, held_out) + f" {all_seed_draws(results, rewards, best)} |"
+    every_seed = {r.label: [results[r.label, s] for s in [*loop_seeds, *held_out]] for r in rewards}
+    return decisions, gain, seed_sets_row(f"{task} ({source})", scores, loop_seeds, held_out) + f" {all_seed_draws(every_seed, best)} |"
 
 
-def all_seed_draws(results: dict[tuple[str, int], SeedResult], rewards: Sequence[Reward], best: str, most: int = 3) -> str:
+def all_seed_draws(seeds_of: dict[str, list[SeedResult]], best: str, most: int = 3) -> str:
     """How often the loop's statistic on S seeds per reward names the truth's best, over every draw of S seeds from all
     those trained (loop and held-out), S = 1..`most`: what S seeds buy on this pair. The draws share seeds, and the
     held-out ones are also the truth's, so it describes these seeds rather than giving independent trials."""
-    seeds_of = {r.label: [result for (label, _), result in sorted(results.items()) if label == r.label] for r in rewards}
     shares = []
     for size in range(1, most + 1):
         agreed, total = draw_agreement(seeds_of, best, size)

@@ -98,6 +98,15 @@ def time_phases(model: Any, env: Any, totals: dict[str, float]) -> None:
     env.step_wait = timed("env_step", env.step_wait)
 
 
+def train_for(model: Any, chunk: int, seconds: float) -> tuple[int, float]:
+    """Train in chunks of `chunk` env steps until `seconds` have passed: the steps trained and the seconds they took."""
+    done, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        model.learn(chunk, reset_num_timesteps=False)
+        done += chunk
+    return done, time.perf_counter() - started
+
+
 def child(task_id: str, n_envs: int, vec: str, device: str, seconds: float, net: int, batch: int,
           updates: str, workers: int = 1, barrier: str | None = None, phases: bool = False) -> dict[str, Any]:
     """One configuration, in this process: SBX SAC with gradient_steps = n_envs (`ratio`) or one update of an
@@ -123,12 +132,7 @@ def child(task_id: str, n_envs: int, vec: str, device: str, seconds: float, net:
     try:
         model.learn(1000 + 64 * n_envs)  # past learning_starts, updates compiled
         wait_for_the_others(barrier, workers)
-        chunk = 128 * n_envs
-        done, started = 0, time.perf_counter()
-        while time.perf_counter() - started < seconds:
-            model.learn(chunk, reset_num_timesteps=False)
-            done += chunk
-        elapsed = time.perf_counter() - started
+        done, elapsed = train_for(model, 128 * n_envs, seconds)
         memory = None
         if device == "cuda":
             stats = jax.devices()[0].memory_stats() or {}
@@ -138,11 +142,7 @@ def child(task_id: str, n_envs: int, vec: str, device: str, seconds: float, net:
         if phases:
             totals = dict.fromkeys(PHASES, 0.0)
             time_phases(model, env, totals)
-            done, started = 0, time.perf_counter()
-            while time.perf_counter() - started < seconds:
-                model.learn(chunk, reset_num_timesteps=False)
-                done += chunk
-            elapsed = time.perf_counter() - started
+            done, elapsed = train_for(model, 128 * n_envs, seconds)
             vector_steps = done / n_envs
             result["phases_ms_per_vector_step"] = {
                 **{name: 1000 * value / vector_steps for name, value in totals.items()},

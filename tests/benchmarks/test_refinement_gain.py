@@ -154,8 +154,7 @@ def test_the_seed_sets_table_re_tests_the_five_on_the_seeds_beyond_them(bench):
 def test_draws_from_all_seeds_say_what_each_seed_count_buys(bench):
     """Every draw of S seeds per reward from all trained: one seed each picks the better reward half the time here,
     two seeds always (means 0.5 against 0.55)."""
-    rewards = bench.pair_rewards("metaworld/reach-v3", "mistakes")
     scores = {"draft": (0.1, 0.9), "expert rewrite": (0.5, 0.6)}
-    results = {(label, index): seed(bench, score, 0, 1.0) for label, values in scores.items() for index, score in enumerate(values)}
-    assert bench.all_seed_draws(results, rewards, "expert rewrite", most=2) == "50% / 100%"
-    assert bench.all_seed_draws(results, rewards, "draft", most=2) == "50% / 0%"
+    seeds_of = {label: [seed(bench, score, 0, 1.0) for score in values] for label, values in scores.items()}
+    assert bench.all_seed_draws(seeds_of, "expert rewrite", most=2) == "50% / 100%"
+    assert bench.all_seed_draws(seeds_of, "draft", most=2) == "50% / 0%"
