@@ -27,6 +27,7 @@ CONFIGS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     "SBX SAC [128, 128], batch 256 (the project's MetaWorld/Fetch network)": ("sbx", {}, {"net_arch": [128, 128]}),
     "SBX SAC [128, 128], batch 128": ("sbx", {"batch_size": 128}, {"net_arch": [128, 128]}),
     "SBX SAC [64, 64], batch 256": ("sbx", {}, {"net_arch": [64, 64]}),
+    "SBX SAC [64, 64], batch 128": ("sbx", {"batch_size": 128}, {"net_arch": [64, 64]}),
     "SBX SAC [128, 128], 2 updates per step": ("sbx", {"gradient_steps": 2}, {"net_arch": [128, 128]}),
     "rollout only (SBX [128, 128], no update)": ("sbx", {"gradient_steps": 0}, {"net_arch": [128, 128]}),
 }
