@@ -22,6 +22,10 @@ faster device or an equal one, never the slower."""
 DEVICE_HELP = (f"auto (cuda only for SBX's SAC with --hp n_envs={GPU_MIN_ENVS} or more, at most {GPU_MAX_SHARERS} trainings "
                "at once and a GPU JAX sees, where the GPU was measured faster; else cpu), cpu, cuda or cuda:N")
 
+VEC_ENVS = ("dummy", "subproc")
+"""`--hp vec_env` values (policies.vec_envs): `dummy` steps every env in the training process, `subproc` each env in
+its own process."""
+
 
 @dataclass
 class TrainConfig:

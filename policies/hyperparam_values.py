@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from policies.algorithms import get_algorithm
+from policies.config import VEC_ENVS
 from policies.hyperparams import Hyperparams, load_hyperparams
 from policies.reward_program import SparseReward
 from policies.task_env import make_task_env
@@ -68,6 +69,9 @@ def check_override_values(task: Task, params: Hyperparams, overrides: dict[str, 
         value = getattr(params, key)
         if key in overrides and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
             raise ConfigError(f"--hp {key}={overrides[key]!r} must be a positive whole number")
+    if "vec_env" in overrides and params.vec_env not in VEC_ENVS:
+        raise ConfigError(f"--hp vec_env={overrides['vec_env']!r} is not a vector env; use --hp vec_env=dummy (every env in the "
+                          "training process) or --hp vec_env=subproc (each env in its own process)")
     check_sizes(params.algo_kwargs, overrides)
     if not get_algorithm(params.algo).on_policy and all(_only_stored(key, params.algo_kwargs) for key in overrides):
         return
@@ -84,7 +88,7 @@ def _only_stored(key: str, algo_kwargs: dict[str, Any]) -> bool:
     """Whether an off-policy constructor does nothing with `key`'s value that `check_sizes` has not checked."""
     value = algo_kwargs.get(key)
     whole = isinstance(value, int) and not isinstance(value, bool)
-    return key in OFF_POLICY_STORED or key in COUNTS or (key in OFF_POLICY_WHOLE_NUMBERS and whole)
+    return key in OFF_POLICY_STORED or key in COUNTS or key == "vec_env" or (key in OFF_POLICY_WHOLE_NUMBERS and whole)
 
 
 def check_sizes(algo_kwargs: dict[str, Any], overrides: dict[str, Any]) -> None:

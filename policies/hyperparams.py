@@ -27,6 +27,9 @@ class Hyperparams:
     algo: str
     policy: str = "MlpPolicy"
     n_envs: int = 1
+    vec_env: str = "dummy"
+    """Where the `n_envs` training envs step: `dummy` in the training process, `subproc` each in its own process with
+    its own jailed reward (policies.vec_envs; it pays with many envs on many cores, benchmarks/RESULTS.md)."""
     eval_freq: int = 2000
     eval_episodes: int = 5
     final_eval_episodes: int = 30
@@ -59,8 +62,8 @@ def load_hyperparams(family: str, algo: str | None = None, overrides: dict[str, 
         if get_algorithm(algo).family == get_algorithm(params.algo).family:
             params = carry_settings(params, algo)
         else:
-            params = Hyperparams(algo=algo, n_envs=params.n_envs, eval_freq=params.eval_freq, eval_episodes=params.eval_episodes,
-                                 final_eval_episodes=params.final_eval_episodes)
+            params = Hyperparams(algo=algo, n_envs=params.n_envs, vec_env=params.vec_env, eval_freq=params.eval_freq,
+                                 eval_episodes=params.eval_episodes, final_eval_episodes=params.final_eval_episodes)
     check_overrides(params.algo, overrides or {})
     for key, value in (overrides or {}).items():
         if hasattr(params, key):
@@ -101,7 +104,8 @@ def carry_settings(params: Hyperparams, algo: str) -> Hyperparams:
     accepted = constructor_arguments(algo)  # from the cache file: a `t2r run --algo sac` driver imports no torch for it
     policy_accepts = policy_arguments(algo, params.policy)
     return Hyperparams(
-        algo=algo, policy=params.policy, n_envs=params.n_envs, eval_freq=params.eval_freq, eval_episodes=params.eval_episodes,
+        algo=algo, policy=params.policy, n_envs=params.n_envs, vec_env=params.vec_env, eval_freq=params.eval_freq,
+        eval_episodes=params.eval_episodes,
         final_eval_episodes=params.final_eval_episodes, checkpoint_freq=params.checkpoint_freq,
         algo_kwargs={key: value for key, value in params.algo_kwargs.items() if key in accepted},
         policy_kwargs={key: value for key, value in params.policy_kwargs.items() if key in policy_accepts},

@@ -49,8 +49,15 @@ def training_settings(task_id: str, reward: str, reward_fn: Any, reward_mode: st
     source = getattr(reward_fn, "source", None)
     if isinstance(source, str):
         reward = f"{getattr(reward_fn, 'name', reward)} (code sha256 {hashlib.sha256(source.encode()).hexdigest()[:16]})"
+    written = {key: value for key, value in hyperparams.items() if NEWER_DEFAULTS.get(key, object()) != value}
     return {"task": task_id, "reward": reward, "reward_mode": reward_mode, "algo": algo, "library": library_version(algo),
-            "seed": seed, "steps": steps, "stop_at_success": stop_at_success, "hyperparams": hyperparams}
+            "seed": seed, "steps": steps, "stop_at_success": stop_at_success, "hyperparams": written}
+
+
+NEWER_DEFAULTS = {"vec_env": "dummy"}
+"""Settings added after checkpoints were first written, left out of the settings at their default so that those
+checkpoints still resume; any other value is compared like every setting (`subproc` envs draw the learner's warm-up
+actions from another stream than `dummy` ones on a task whose env reseeds its action space: policies.vec_envs)."""
 
 
 def library_version(algo: str) -> str:

@@ -16,7 +16,6 @@ from typing import Any
 
 import torch
 from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback, ProgressBarCallback
-from stable_baselines3.common.env_util import make_vec_env
 
 from policies.algorithms import (
     algorithm_class,
@@ -42,6 +41,7 @@ from policies.resume import ResumeCheckpoint, find_checkpoint, load_model, train
 from policies.reward_modes import DEFAULT_GAMMA, require_program
 from policies.reward_program import RewardFunction, SparseReward, reward_from_spec
 from policies.task_env import make_task_env
+from policies.vec_envs import build_training_vec_env
 from sim_envs import codec
 from sim_envs.errors import ConfigError, RewardProgramError
 from sim_envs.registry import get_task
@@ -271,11 +271,13 @@ def resolve_setup(config: TrainConfig, plan: TrainingPlan, task: Task, reward_fn
 
 def build_envs(task: Task, reward_fn: RewardFunction, seed: int, plan: TrainingSetup, out: Path, resumed: bool) -> tuple[Any, Any]:
     """The vectorised training envs (monitored into `out/monitor`), then the separate evaluation env."""
-    train_env = make_vec_env(
-        lambda: make_task_env(task, reward_fn, seed=seed, reward_mode=plan.mode, gamma=plan.gamma, flatten=plan.flatten,
-                              measure_progress=False),  # only the evaluation env's episodes are graded
+    train_env = build_training_vec_env(
+        lambda reward: make_task_env(task, reward, seed=seed, reward_mode=plan.mode, gamma=plan.gamma, flatten=plan.flatten,
+                                     measure_progress=False),  # only the evaluation env's episodes are graded
+        reward_fn,
         n_envs=plan.params.n_envs,
         seed=seed,
+        kind=plan.params.vec_env,
         monitor_dir=str(out / "monitor"),
         monitor_kwargs={"info_keywords": ("is_success",), "override_existing": not resumed},  # a resumed run appends
     )

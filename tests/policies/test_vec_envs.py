@@ -1,0 +1,83 @@
+"""`--hp vec_env=subproc`: the training envs in processes of their own, each with its own jailed reward, training the
+same numbers as the envs in one process on a task whose env leaves the learner's action space alone; a reward's failure
+in an env process reaches the training as itself."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from short_training import SHORT_ALGO, SHORT_HP_ARGS
+
+from policies.hyperparam_values import check_override_values
+from policies.hyperparams import load_hyperparams
+from policies.resume import training_settings
+from sim_envs import get_task
+from sim_envs.errors import ConfigError
+from text2reward.settings import RunConfig, check_run_config
+
+ROOT = Path(__file__).parents[2]
+REWARD = ROOT / "prompts" / "examples" / "fetch__reach.py"
+
+
+def t2r_train(out: Path, reward: Path, kind: str, steps: int = 200) -> subprocess.CompletedProcess[str]:
+    args = ["train", "--task", "fetch/reach", "--reward", str(reward), "--steps", str(steps), "--algo", SHORT_ALGO, *SHORT_HP_ARGS,
+            "--hp", "n_envs=2", "--hp", f"vec_env={kind}", "--eval-freq", "100", "--eval-episodes", "1", "--out", str(out)]
+    return subprocess.run([sys.executable, "-m", "text2reward.cli", *args], capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.mark.slow
+def test_envs_in_their_own_processes_train_the_same_curve_with_a_jailed_reward(tmp_path):
+    results = {}
+    for kind in ("dummy", "subproc"):
+        done = t2r_train(tmp_path / kind, REWARD, kind)
+        assert done.returncode == 0, done.stderr[-2000:]
+        results[kind] = json.loads((tmp_path / kind / "result.json").read_text())
+    dummy, subproc = results["dummy"], results["subproc"]
+    assert subproc["hyperparams"]["vec_env"] == "subproc" and dummy["hyperparams"]["vec_env"] == "dummy"
+    assert "jail" in subproc["reward_isolation"] and subproc["reward_isolation"] == dummy["reward_isolation"]
+    figures = lambda result: [(p["steps"], p["success_rate"], p["mean_native_return"]) for p in result["curve"]]
+    # same seeds, envs and reward; fetch/reach's env never reseeds the learner's action space (policies.vec_envs): same numbers
+    assert len(figures(subproc)) >= 2 and figures(subproc) == figures(dummy)
+    assert {p.name for p in (tmp_path / "subproc" / "monitor").iterdir()} == {p.name for p in (tmp_path / "dummy" / "monitor").iterdir()}
+
+
+@pytest.mark.slow
+def test_a_reward_failing_in_an_env_process_stops_training_with_its_own_error(tmp_path):
+    """SB3's worker would die with the error and leave the training an EOFError naming nothing; it arrives as itself."""
+    reward = tmp_path / "nan.py"
+    reward.write_text('calls = [0]\n\n\ndef compute_dense_reward(self, action):\n    calls[0] += 1\n    if calls[0] == 30:\n'
+                      '        return float("nan"), {"reach": 0.0}\n    return 0.0, {"reach": 0.0}\n')
+    done = t2r_train(tmp_path / "out", reward, "subproc")
+    assert done.returncode == 1, done.stdout[-2000:]
+    assert "reward program 'nan' failed at call 30: the total is nan" in done.stderr and "EOFError" not in done.stderr, done.stderr[-2000:]
+    result = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert "failed at call 30" in result["reward_failure"]
+    # each env process has its own jailed worker, so its own count: the 30th call came at vector step 30, env step ~58
+    # (in one process the two envs share one worker, whose count reaches 30 by env step ~28)
+    assert 50 <= result["steps"] < 200, result["steps"]
+
+
+def test_a_vec_env_that_does_not_exist_is_one_line_naming_both():
+    task = get_task("fetch/reach")
+    params = load_hyperparams(task.family, None, {"vec_env": "thread"})
+    with pytest.raises(ConfigError, match=r"--hp vec_env='thread' is not a vector env; use --hp vec_env=dummy .* --hp vec_env=subproc"):
+        check_override_values(task, params, {"vec_env": "thread"})
+    check_override_values(task, load_hyperparams(task.family, None, {"vec_env": "subproc"}), {"vec_env": "subproc"})
+
+
+def test_a_checkpoint_resumes_under_its_own_vec_env_and_older_checkpoints_still_match():
+    settings = {kind: training_settings("fetch/reach", "expert", None, "dense", "sac", 0, 100, None, {"n_envs": 2, "vec_env": kind})
+                for kind in ("dummy", "subproc")}
+    assert settings["dummy"] != settings["subproc"]  # the warm-up's actions may come from another stream (policies.vec_envs)
+    assert settings["dummy"] == training_settings("fetch/reach", "expert", None, "dense", "sac", 0, 100, None, {"n_envs": 2})
+
+
+def test_envs_in_their_own_processes_are_refused_on_ray_before_a_run_starts():
+    """A Ray worker runs gRPC threads, which a fork would copy mid-work: the local executor forks, Ray is told no."""
+    config = RunConfig.of(task_id="fetch/reach", backend="heuristic", executor="ray", overrides={"vec_env": "subproc"})
+    with pytest.raises(ConfigError, match=r"--hp vec_env=subproc .* use --executor local for it, or --hp vec_env=dummy on Ray"):
+        check_run_config(config)
