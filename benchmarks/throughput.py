@@ -38,6 +38,7 @@ moment, through a task file that wraps the task's env), and to the job's end (a 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -263,34 +264,36 @@ def gpu_memory_by_pid(csv_text: str) -> dict[int, int]:
     return held
 
 
-def job_memory(task_id: str, devices: list[str], n_envs: list[int], steps: int) -> list[dict[str, Any]]:
-    """One `t2r train` (SBX SAC, the expert reward) per device and n_envs; the GPU memory its process held at most."""
+def job_memory(task_id: str, devices: list[str], n_envs: list[int], steps: int, vecs: tuple[str, ...] = ("dummy",),
+               rewards: tuple[str, ...] = ("expert",)) -> list[dict[str, Any]]:
+    """The product's own path: one `t2r train` (SBX SAC, evaluations off but one final episode) per device, n_envs,
+    `--hp vec_env` and reward (`expert` in-process, or a reward file, jailed); its steps/s and the GPU memory its process
+    held at most."""
     import shutil
     import tempfile
 
     smi = shutil.which("nvidia-smi")
     query = [smi or "nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"]
     rows = []
-    for device in devices:
-        for n in n_envs:
-            out = Path(tempfile.mkdtemp(prefix="t2r-job-memory-"))
-            command = [sys.executable, "-m", "text2reward.cli", "train", "--task", task_id, "--reward", "expert",
-                       "--algo", "sbx-sac", "--steps", str(steps), "--device", device, "--hp", f"n_envs={n}",
-                       "--eval-freq", str(steps), "--eval-episodes", "1", "--out", str(out)]
-            with open(out / "stderr.txt", "w") as stderr:  # a file, not a pipe: a full pipe would stall the job
-                process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
-                peak = 0
-                while process.poll() is None:
-                    if smi:
-                        sampled = subprocess.run(query, capture_output=True, text=True, timeout=30).stdout
-                        peak = max(peak, gpu_memory_by_pid(sampled).get(process.pid, 0))
-                    time.sleep(0.5)
-            error = (out / "stderr.txt").read_text().strip().splitlines()[-1:] if process.returncode else []
-            result = json.loads((out / "result.json").read_text()) if (out / "result.json").is_file() else {}
-            rows.append({"device_asked": device, "n_envs": n, "trained_on": result.get("device"),
-                         "steps_per_s": result.get("steps_per_second"), "gpu_mib": peak if smi else None,
-                         "error": error[0] if error else None})
-            print(f"# {rows[-1]}", flush=True)
+    for device, n, vec, reward in itertools.product(devices, n_envs, vecs, rewards):
+        out = Path(tempfile.mkdtemp(prefix="t2r-job-memory-"))
+        command = [sys.executable, "-m", "text2reward.cli", "train", "--task", task_id, "--reward", reward,
+                   "--algo", "sbx-sac", "--steps", str(steps), "--device", device, "--hp", f"n_envs={n}",
+                   "--hp", f"vec_env={vec}", "--eval-freq", str(steps), "--eval-episodes", "1", "--out", str(out)]
+        with open(out / "stderr.txt", "w") as stderr:  # a file, not a pipe: a full pipe would stall the job
+            process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+            peak = 0
+            while process.poll() is None:
+                if smi:
+                    sampled = subprocess.run(query, capture_output=True, text=True, timeout=30).stdout
+                    peak = max(peak, gpu_memory_by_pid(sampled).get(process.pid, 0))
+                time.sleep(0.5)
+        error = (out / "stderr.txt").read_text().strip().splitlines()[-1:] if process.returncode else []
+        result = json.loads((out / "result.json").read_text()) if (out / "result.json").is_file() else {}
+        rows.append({"device_asked": device, "n_envs": n, "vec": vec, "reward": Path(reward).name, "trained_on": result.get("device"),
+                     "steps_per_s": result.get("steps_per_second"), "gpu_mib": peak if smi else None,
+                     "error": error[0] if error else None})
+        print(f"# {rows[-1]}", flush=True)
     return rows
 
 
@@ -313,23 +316,26 @@ def main() -> None:
     parser.add_argument("--start-latency", type=int, metavar="N",
                         help="measure N job starts each way (fresh process, fork server) instead of throughput")
     parser.add_argument("--job-memory", action="store_true",
-                        help="GPU memory each `t2r train` process holds, per --devices and --n-envs (needs nvidia-smi)")
+                        help="the product's path: one `t2r train` per --devices, --n-envs, --vec and --rewards, its steps/s and "
+                             "the GPU memory its process holds (nvidia-smi, where there is one)")
     parser.add_argument("--phases", action="store_true",
                         help="after the timed window, a second one that splits a vector step's milliseconds by phase "
                              "(env step, policy action, buffer add and sample, update, the rest); one worker only")
     parser.add_argument("--steps", type=int, default=3000, help="steps per `t2r train` of --job-memory")
+    parser.add_argument("--rewards", nargs="+", default=["expert"],
+                        help="--job-memory's rewards: expert (in-process) and/or reward files (each in the jail)")
     parser.add_argument("--algo", default="sbx-sac", help="the algorithm of --start-latency's jobs (sac, ppo: SB3's)")
     args = parser.parse_args()
     if args.job_memory:
-        rows = job_memory(args.task, args.devices, args.n_envs, args.steps)
+        rows = job_memory(args.task, args.devices, args.n_envs, args.steps, tuple(args.vec), tuple(args.rewards))
         if rows and rows[0]["gpu_mib"] is None:
             print("no nvidia-smi here: the GPU memory per job needs a machine with an NVIDIA GPU")
         print(f"\n{args.task}, SBX SAC, {args.steps} steps per job, {os.cpu_count()} cores")
-        print(f"{'--device':<9} {'n_envs':>6} {'trained on':>10} {'steps/s':>8} {'GPU MiB held':>13}")
+        print(f"{'--device':<9} {'n_envs':>6} {'vec_env':>8} {'reward':>24} {'trained on':>10} {'steps/s':>8} {'GPU MiB held':>13}")
         for row in rows:
             held = "-" if row["gpu_mib"] is None else str(row["gpu_mib"])
-            print(f"{row['device_asked']:<9} {row['n_envs']:>6} {row['trained_on'] or row['error'] or '-':>10} "
-                  f"{row['steps_per_s'] or float('nan'):>8.0f} {held:>13}")
+            print(f"{row['device_asked']:<9} {row['n_envs']:>6} {row['vec']:>8} {row['reward']:>24} "
+                  f"{row['trained_on'] or row['error'] or '-':>10} {row['steps_per_s'] or float('nan'):>8.0f} {held:>13}")
         if args.json:
             with open(args.json, "w") as handle:
                 json.dump(rows, handle, indent=1)

@@ -21,6 +21,9 @@ learned (policies.train).
 from __future__ import annotations
 
 import copy
+import ctypes
+import os
+import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -74,6 +77,24 @@ class RaiseRewardFailure(VecEnvWrapper):
         return obs, rewards.astype(np.float32), dones, infos
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def become_env_process(parent: int) -> None:
+    """First thing in a forked env process: die with the training process, and leave a person's Ctrl-C or SIGTERM to it.
+
+    Why: forked, each env process holds copies of its siblings' pipe ends, so none would see its pipe close if the
+    training were killed: they would outlive it (SB3 avoids this with a fork server; `SandboxedReward`'s workers die
+    with their parent the same way). And a Ctrl-C reaches the whole process group: an env process that exited on it
+    would leave the training unable to read the envs' state for the checkpoint it writes as it stops (policies.interrupt);
+    the training closes them itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the training died before the line above
+        os._exit(1)
+
+
 def build_training_vec_env(make_env: Callable[[Any], gym.Env], reward_fn: Any, n_envs: int, seed: int, kind: str,
                            monitor_dir: str, monitor_kwargs: dict[str, Any]) -> VecEnv:
     """`n_envs` envs of `make_env(reward)`, monitored into `monitor_dir`, seeded `seed`, `seed + 1`... as SB3 seeds them.
@@ -84,7 +105,13 @@ def build_training_vec_env(make_env: Callable[[Any], gym.Env], reward_fn: Any, n
     refused this setting before a run starts (text2reward.settings). Each env process deep-copies the reward, so a
     jailed reward never shares the training process's worker (a copy holds no worker: `SandboxedReward.__getstate__`)."""
     if kind == "subproc":
-        venv = make_vec_env(lambda: make_env(copy.deepcopy(reward_fn)), n_envs=n_envs, seed=seed, monitor_dir=monitor_dir,
+        parent = os.getpid()
+
+        def make_in_env_process() -> gym.Env:
+            become_env_process(parent)
+            return make_env(copy.deepcopy(reward_fn))
+
+        venv = make_vec_env(make_in_env_process, n_envs=n_envs, seed=seed, monitor_dir=monitor_dir,
                             monitor_kwargs=monitor_kwargs, wrapper_class=CarryRewardFailure, vec_env_cls=SubprocVecEnv,
                             vec_env_kwargs={"start_method": "fork"})  # the carrier outside the Monitor: no episode is logged
         return RaiseRewardFailure(venv)

@@ -5,8 +5,11 @@ in an env process reaches the training as itself."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -81,3 +84,70 @@ def test_envs_in_their_own_processes_are_refused_on_ray_before_a_run_starts():
     config = RunConfig.of(task_id="fetch/reach", backend="heuristic", executor="ray", overrides={"vec_env": "subproc"})
     with pytest.raises(ConfigError, match=r"--hp vec_env=subproc .* use --executor local for it, or --hp vec_env=dummy on Ray"):
         check_run_config(config)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`: the training's env processes, their jails, the evaluation env's jail."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+            except OSError:  # ended while read
+                continue
+    found, frontier = [], [pid]
+    while frontier:
+        below = [child for child, parent in parents.items() if parent in frontier]
+        found += below
+        frontier = below
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+def test_a_ctrl_c_to_the_group_keeps_the_checkpoint_and_a_killed_training_leaves_no_env_process(tmp_path):
+    """A Ctrl-C reaches every process of the group: the env processes leave it to the training, which writes its
+    checkpoint from them and resumes from it; a training killed outright takes its env processes (and their jails) along."""
+    out = tmp_path / "train"
+    args = [sys.executable, "-m", "text2reward.cli", "train", "--task", "fetch/reach", "--reward", str(REWARD), "--steps", "600",
+            "--algo", SHORT_ALGO, *SHORT_HP_ARGS, "--hp", "n_envs=2", "--hp", "vec_env=subproc", "--eval-freq", "100",
+            "--eval-episodes", "1", "--out", str(out)]
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    wait_for(lambda: (out / "resume.ckpt").is_file() or process.poll() is not None)  # written after the first evaluation
+    os.killpg(process.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
+    _, stderr = process.communicate(timeout=REACHED_WITHIN)
+    assert process.returncode == 130 and f"t2r train --resume {out}" in stderr and "Traceback" not in stderr, stderr[-2000:]
+    stopped = json.loads((out / "result.json").read_text())
+    assert stopped["interrupted"] is True and 100 <= stopped["steps"] < 600
+
+    resumed = subprocess.Popen([sys.executable, "-m", "text2reward.cli", "train", "--resume", str(out)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    seen: list[int] = []
+    wait_for(lambda: len(seen.extend(descendants(resumed.pid)) or set(seen)) >= 4 or resumed.poll() is not None)  # two env processes and their jails
+    envs = sorted(set(seen))
+    assert resumed.poll() is None and len(envs) >= 4, "the resumed training ended before its envs and their jails were seen"
+    resumed.kill()
+    resumed.wait(timeout=REACHED_WITHIN)
+    wait_for(lambda: not any(alive(pid) for pid in envs), within=DIES_WITHIN)
+    assert not [pid for pid in envs if alive(pid)], "processes of the killed training are still running"
+
+
+REACHED_WITHIN = 300.0
+"""A bound far above what reaching a training's first evaluation takes on a loaded machine (about 20 s), never a wait."""
+
+
+DIES_WITHIN = 60.0
+"""A bound far above how long a process takes to die of its parent's death (milliseconds)."""
+
+
+def wait_for(condition, within: float = REACHED_WITHIN) -> None:
+    deadline = time.monotonic() + within
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
