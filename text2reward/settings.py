@@ -452,9 +452,10 @@ def check_run_config(config: RunConfig, backend_given: bool = False) -> RunConfi
     executor, executor_settings = choices.executor, config.training.executor_settings()
     train = config.train_config(task.id, out_dir=_NOWHERE, reward="code", seed=config.seed)
     check_train_config(train, device_here=executor.trains_here(executor_settings))
-    if config.training.executor == "ray" and resolve_training_plan(train, task).params().vec_env == "subproc":
-        raise ConfigError("--hp vec_env=subproc forks each env from the training's process, which on Ray is a worker whose "
-                          "threads a fork would copy mid-work: use --executor local for it, or --hp vec_env=dummy on Ray")
+    if not executor.jobs_may_fork and resolve_training_plan(train, task).params().vec_env == "subproc":
+        raise ConfigError(f"--hp vec_env=subproc forks each env from the training's process, which on --executor {executor.name} "
+                          "runs inside a worker whose threads a fork would copy mid-work: use --executor local for it, or "
+                          f"--hp vec_env=dummy on {executor.name}")
     executor.check(executor_settings)
     if not backend_given:
         check_backend(config, task)

@@ -82,7 +82,7 @@ def test_a_checkpoint_resumes_under_its_own_vec_env_and_older_checkpoints_still_
 def test_envs_in_their_own_processes_are_refused_on_ray_before_a_run_starts():
     """A Ray worker runs gRPC threads, which a fork would copy mid-work: the local executor forks, Ray is told no."""
     config = RunConfig.of(task_id="fetch/reach", backend="heuristic", executor="ray", overrides={"vec_env": "subproc"})
-    with pytest.raises(ConfigError, match=r"--hp vec_env=subproc .* use --executor local for it, or --hp vec_env=dummy on Ray"):
+    with pytest.raises(ConfigError, match=r"--hp vec_env=subproc .* --executor ray .* use --executor local for it, or --hp vec_env=dummy on ray"):
         check_run_config(config)
 
 

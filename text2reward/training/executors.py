@@ -70,6 +70,9 @@ class ExecutorSpec:
     """Before a run folder exists: the executor can run here (its library is installed, its cluster answers)."""
     trains_here: Callable[[ExecutorSettings], bool] = _here
     """Whether jobs train on this machine (so `--device cuda` needs this machine's GPU) or on a cluster's."""
+    jobs_may_fork: bool = True
+    """Whether a job may fork its env processes (`--hp vec_env=subproc`, policies.vec_envs): true where a job runs in a
+    process of ours; false where it runs inside a process whose own threads a fork would copy mid-work (a Ray worker)."""
 
 
 EXECUTORS: Registry[ExecutorSpec] = Registry(
@@ -155,7 +158,7 @@ def _open_ray(settings: ExecutorSettings, resources: ExitStack, say: Say) -> Job
 
 
 RAY = ExecutorSpec(name="ray", summary="(a Ray cluster)", open=_open_ray, check=_check_ray,
-                   trains_here=lambda settings: not settings.address)
+                   trains_here=lambda settings: not settings.address, jobs_may_fork=False)
 
 register_executor(LOCAL)
 register_executor(RAY)
