@@ -217,6 +217,7 @@ def train(
                                  config.stop_at_success, asdict(setup.params))
     checkpoint = find_checkpoint(out, settings) if resumable else None
     train_env, eval_env = build_envs(task, reward_fn, setup.seed, setup, out, resumed=checkpoint is not None)
+    place_device(setup, config, (train_env, eval_env))  # after the envs: `subproc` forks them before any GPU backend starts
     model, checkpoint = resume_or_build(setup.params, train_env, setup.seed, setup.device, out / "tb", checkpoint)
     hooks = build_callbacks(config, setup, model, eval_env, out, checkpoint, on_eval, settings if resumable else None)
     if stop_requested is not None:
@@ -248,6 +249,7 @@ class TrainingSetup:
     mode: str
     final_episodes: int
     device: str
+    """The plan's spelling (`auto`, `cuda:1`...) until `place_device` puts it on this machine, once the envs are built."""
     flatten: bool
     """False with HER: the replay buffer swaps the goal in the dict observation, so the policy reads the dict."""
     gamma: float
@@ -255,7 +257,8 @@ class TrainingSetup:
 
 
 def resolve_setup(config: TrainConfig, plan: TrainingPlan, task: Task, reward_fn: RewardFunction) -> TrainingSetup:
-    """What the plan leaves to the training: HER (which depends on the reward), the reward mode, the device here."""
+    """What the plan leaves to the training: HER (which depends on the reward) and the reward mode; the device is placed
+    on this machine once the envs are built (`place_device`)."""
     configure_jax(config.torch_threads)
     params = plan.params()
     mode = require_program(config.reward_mode, config.reward)
@@ -265,8 +268,20 @@ def resolve_setup(config: TrainConfig, plan: TrainingPlan, task: Task, reward_fn
         check_learning_starts(params.algo, params.algo_kwargs, task, params.n_envs)
         params.algo_kwargs["buffer_size"] = her_buffer_size(params.algo_kwargs.get("buffer_size"), plan.steps, params.n_envs)
     return TrainingSetup(params=params, steps=plan.steps, mode=mode, final_episodes=plan.final_eval_episodes,
-                         device=resolve_device(plan.device, params.algo, params.n_envs, config.gpu_sharers), flatten=not params.her,
+                         device=plan.device, flatten=not params.her,
                          gamma=float(params.algo_kwargs.get("gamma", DEFAULT_GAMMA)), seed=plan.seed)
+
+
+def place_device(setup: TrainingSetup, config: TrainConfig, envs: tuple[Any, ...]) -> None:
+    """The plan's device spelling placed on this machine (`resolve_device`). Called after the envs are built: counting
+    GPUs starts JAX's GPU backend and its threads, which env processes forked after it would copy (policies.vec_envs).
+    A device that is not here closes the envs before its one-line error."""
+    try:
+        setup.device = resolve_device(setup.device, setup.params.algo, setup.params.n_envs, config.gpu_sharers)
+    except BaseException:
+        for env in envs:
+            env.close()
+        raise
 
 
 def build_envs(task: Task, reward_fn: RewardFunction, seed: int, plan: TrainingSetup, out: Path, resumed: bool) -> tuple[Any, Any]:

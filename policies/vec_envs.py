@@ -24,6 +24,7 @@ import copy
 import ctypes
 import os
 import signal
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -100,8 +101,9 @@ def build_training_vec_env(make_env: Callable[[Any], gym.Env], reward_fn: Any, n
     """`n_envs` envs of `make_env(reward)`, monitored into `monitor_dir`, seeded `seed`, `seed + 1`... as SB3 seeds them.
 
     `subproc` forks its env processes (nothing imported again: ~0.1 s for all of them). A fork is safe here because the
-    training builds its envs before its model, so before any JAX or CUDA work, as the preloaded fork server forks
-    (training.preloaded), and in a process of ours: a Ray worker, whose gRPC threads a fork would copy mid-work, is
+    training builds its envs before its model and before it places its device (policies.train.place_device), so
+    before any JAX or CUDA work in a training job, as the preloaded fork server forks (training.preloaded); an env
+    process never calls JAX or CUDA, which is what a fork after them would break; and it is a process of ours: a Ray worker, whose gRPC threads a fork would copy mid-work, is
     refused this setting before a run starts (text2reward.settings). Each env process deep-copies the reward, so a
     jailed reward never shares the training process's worker (a copy holds no worker: `SandboxedReward.__getstate__`)."""
     if kind == "subproc":
@@ -111,9 +113,13 @@ def build_training_vec_env(make_env: Callable[[Any], gym.Env], reward_fn: Any, n
             become_env_process(parent)
             return make_env(copy.deepcopy(reward_fn))
 
-        venv = make_vec_env(make_in_env_process, n_envs=n_envs, seed=seed, monitor_dir=monitor_dir,
-                            monitor_kwargs=monitor_kwargs, wrapper_class=CarryRewardFailure, vec_env_cls=SubprocVecEnv,
-                            vec_env_kwargs={"start_method": "fork"})  # the carrier outside the Monitor: no episode is logged
+        with warnings.catch_warnings():
+            # JAX warns at every fork once its backend runs (a `t2r train --device cuda` checked its GPU first): a child
+            # that called JAX could deadlock on its threads' locks. An env process never calls JAX.
+            warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+            venv = make_vec_env(make_in_env_process, n_envs=n_envs, seed=seed, monitor_dir=monitor_dir,
+                                monitor_kwargs=monitor_kwargs, wrapper_class=CarryRewardFailure, vec_env_cls=SubprocVecEnv,
+                                vec_env_kwargs={"start_method": "fork"})  # the carrier outside the Monitor: no episode is logged
         return RaiseRewardFailure(venv)
     return make_vec_env(lambda: make_env(reward_fn), n_envs=n_envs, seed=seed, monitor_dir=monitor_dir,
                         monitor_kwargs=monitor_kwargs, vec_env_cls=DummyVecEnv)

@@ -151,3 +151,32 @@ def wait_for(condition, within: float = REACHED_WITHIN) -> None:
     deadline = time.monotonic() + within
     while not condition() and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+PLACE_AFTER_ENVS = """
+import json, sys
+from pathlib import Path
+from policies.config import TrainConfig
+from policies.train import train
+from sim_envs.errors import ConfigError
+config = TrainConfig(task_id="fetch/reach", out_dir=sys.argv[1], reward="expert", steps=100, device="cuda", algo="sbx-sac",
+                     overrides={"n_envs": 2, "vec_env": "subproc", "learning_starts": 50})
+try:
+    train(config)
+except ConfigError as error:
+    children = [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and (p / "stat").is_file()
+                and (p / "stat").read_text().rpartition(")")[2].split()[1] == str(__import__("os").getpid())
+                and (p / "stat").read_text().rpartition(")")[2].split()[0] != "Z"]
+    print(json.dumps({"error": str(error), "children": children}))
+"""
+
+
+@pytest.mark.skipif(Path("/dev/nvidia0").exists(), reason="a GPU is here: cuda would be placed and train")
+def test_a_device_that_is_not_here_is_refused_after_the_envs_and_closes_them(tmp_path):
+    """The device is placed after the envs are built (counting GPUs starts JAX's GPU backend, whose threads env processes
+    forked after it would copy); a device that is not here still ends on its one line, with the env processes closed."""
+    done = subprocess.run([sys.executable, "-c", PLACE_AFTER_ENVS, str(tmp_path / "out")], capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "CUDA was requested" in outcome["error"] and outcome["children"] == [], outcome
