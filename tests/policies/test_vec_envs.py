@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from short_training import SHORT_ALGO, SHORT_HP_ARGS
 
-from policies.hyperparam_values import check_override_values
+from policies.hyperparam_values import check_override_values, vec_env_problem
 from policies.hyperparams import load_hyperparams
 from policies.resume import training_settings
 from sim_envs import get_task
@@ -70,6 +70,8 @@ def test_a_vec_env_that_does_not_exist_is_one_line_naming_both():
     with pytest.raises(ConfigError, match=r"--hp vec_env='thread' is not a vector env; use --hp vec_env=dummy .* --hp vec_env=subproc"):
         check_override_values(task, params, {"vec_env": "thread"})
     check_override_values(task, load_hyperparams(task.family, None, {"vec_env": "subproc"}), {"vec_env": "subproc"})
+    assert vec_env_problem("subproc", "linux") is None and vec_env_problem("dummy", "darwin") is None
+    assert "needs Linux" in vec_env_problem("subproc", "darwin") and "use --hp vec_env=dummy" in vec_env_problem("subproc", "darwin")
 
 
 def test_a_checkpoint_resumes_under_its_own_vec_env_and_older_checkpoints_still_match():
