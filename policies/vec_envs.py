@@ -2,7 +2,7 @@
 (SubprocVecEnv), chosen by `--hp vec_env`.
 
 Why both: one env step of a MetaWorld task costs ~0.84 ms of one core, so 64 envs stepped one after the other in the
-training process cap a candidate at ~1,100 env steps/s whatever the GPU does (benchmarks/RESULTS.md, "throughput": the
+training process cap a candidate below ~1,200 env steps/s whatever the GPU does (benchmarks/RESULTS.md, "throughput": the
 product's path read 754 steps/s at 64 envs where 64 envs in subprocesses read 1,917). On 2 cores the extra processes
 only compete with the learner, so `dummy` stays every family's default.
 
@@ -100,12 +100,13 @@ def build_training_vec_env(make_env: Callable[[Any], gym.Env], reward_fn: Any, n
                            monitor_dir: str, monitor_kwargs: dict[str, Any]) -> VecEnv:
     """`n_envs` envs of `make_env(reward)`, monitored into `monitor_dir`, seeded `seed`, `seed + 1`... as SB3 seeds them.
 
-    `subproc` forks its env processes (nothing imported again: ~0.1 s for all of them). A fork is safe here because the
-    training builds its envs before its model and before it places its device (policies.train.place_device), so
-    before any JAX or CUDA work in a training job, as the preloaded fork server forks (training.preloaded); an env
-    process never calls JAX or CUDA, which is what a fork after them would break; and it is a process of ours: a Ray worker, whose gRPC threads a fork would copy mid-work, is
-    refused this setting before a run starts (text2reward.settings). Each env process deep-copies the reward, so a
-    jailed reward never shares the training process's worker (a copy holds no worker: `SandboxedReward.__getstate__`)."""
+    `subproc` forks its env processes (nothing imported again: ~0.1 s for all of them). A fork is safe here because:
+    the training builds its envs before its model and before it places its device (policies.train.place_device), so in
+    a training job before any JAX or CUDA work, as the preloaded fork server forks (training.preloaded); an env process
+    never calls JAX or CUDA, which is what a fork after them would break; and the training runs in a process of ours
+    (a Ray worker, whose gRPC threads a fork would copy mid-work, is refused this setting before a run starts:
+    text2reward.settings). Each env process deep-copies the reward, so a jailed reward never shares the training
+    process's worker (a copy holds no worker: `SandboxedReward.__getstate__`)."""
     if kind == "subproc":
         parent = os.getpid()
 

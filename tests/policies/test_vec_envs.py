@@ -25,6 +25,19 @@ from text2reward.settings import RunConfig, check_run_config
 ROOT = Path(__file__).parents[2]
 REWARD = ROOT / "prompts" / "examples" / "fetch__reach.py"
 
+REACHED_WITHIN = 300.0
+"""A bound far above what reaching a training's first evaluation takes on a loaded machine (about 20 s), never a wait."""
+
+
+DIES_WITHIN = 60.0
+"""A bound far above how long a process takes to die of its parent's death (milliseconds)."""
+
+
+def wait_for(condition, within: float = REACHED_WITHIN) -> None:
+    deadline = time.monotonic() + within
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
 
 def t2r_train(out: Path, reward: Path, kind: str, steps: int = 200) -> subprocess.CompletedProcess[str]:
     args = ["train", "--task", "fetch/reach", "--reward", str(reward), "--steps", str(steps), "--algo", SHORT_ALGO, *SHORT_HP_ARGS,
@@ -139,20 +152,6 @@ def test_a_ctrl_c_to_the_group_keeps_the_checkpoint_and_a_killed_training_leaves
     resumed.wait(timeout=REACHED_WITHIN)
     wait_for(lambda: not any(alive(pid) for pid in envs), within=DIES_WITHIN)
     assert not [pid for pid in envs if alive(pid)], "processes of the killed training are still running"
-
-
-REACHED_WITHIN = 300.0
-"""A bound far above what reaching a training's first evaluation takes on a loaded machine (about 20 s), never a wait."""
-
-
-DIES_WITHIN = 60.0
-"""A bound far above how long a process takes to die of its parent's death (milliseconds)."""
-
-
-def wait_for(condition, within: float = REACHED_WITHIN) -> None:
-    deadline = time.monotonic() + within
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.05)
 
 
 PLACE_AFTER_ENVS = """
