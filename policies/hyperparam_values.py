@@ -8,13 +8,11 @@ when `--hp` names something.
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from dataclasses import replace
 from typing import Any
 
 from policies.algorithms import get_algorithm
-from policies.config import VEC_ENVS
 from policies.hyperparams import Hyperparams, load_hyperparams
 from policies.reward_program import SparseReward
 from policies.task_env import make_task_env
@@ -70,10 +68,6 @@ def check_override_values(task: Task, params: Hyperparams, overrides: dict[str, 
         value = getattr(params, key)
         if key in overrides and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
             raise ConfigError(f"--hp {key}={overrides[key]!r} must be a positive whole number")
-    if "vec_env" in overrides:
-        problem = vec_env_problem(params.vec_env, sys.platform)
-        if problem is not None:
-            raise ConfigError(f"--hp vec_env={overrides['vec_env']!r} {problem}")
     check_sizes(params.algo_kwargs, overrides)
     if not get_algorithm(params.algo).on_policy and all(_only_stored(key, params.algo_kwargs) for key in overrides):
         return
@@ -84,18 +78,6 @@ def check_override_values(task: Task, params: Hyperparams, overrides: dict[str, 
         named = f"--hp {culprit}={overrides[culprit]!r}" if culprit else "--hp " + " ".join(f"{k}={v!r}" for k, v in overrides.items())
         raise ConfigError(f"{named} is refused by {params.algo.upper()}: {type(exc).__name__}: {_line(exc)}; "
                           "give a value of the type its documentation names (e.g. --hp learning_rate=0.0003)") from None
-
-
-def vec_env_problem(kind: object, platform: str) -> str | None:
-    """What is wrong with `--hp vec_env=KIND` on `platform` (`sys.platform`), or None. `subproc` needs Linux: its env
-    processes die with the training through prctl's parent-death signal (policies.vec_envs), which Linux alone has."""
-    if kind not in VEC_ENVS:
-        return ("is not a vector env; use --hp vec_env=dummy (every env in the training process) or --hp vec_env=subproc "
-                "(each env in its own process)")
-    if kind == "subproc" and not platform.startswith("linux"):
-        return (f"needs Linux (its env processes die with the training through Linux's parent-death signal), not {platform}; "
-                "use --hp vec_env=dummy")
-    return None
 
 
 def _only_stored(key: str, algo_kwargs: dict[str, Any]) -> bool:

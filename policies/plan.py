@@ -11,13 +11,14 @@ This module imports neither SB3 nor torch: the loop's process plans, the worker'
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import Any
 
 from policies.algorithms import configure_jax, get_algorithm
-from policies.config import TrainConfig
+from policies.config import VEC_ENVS, TrainConfig
 from policies.hyperparams import Hyperparams, load_hyperparams
 from sim_envs.errors import ConfigError
 from sim_envs.task import Task
@@ -58,7 +59,8 @@ class TrainingPlan:
 
 def resolve_training_plan(config: TrainConfig, task: Task) -> TrainingPlan:
     """The one place a training's settings are derived: the budget (`--steps`, else the task's default), the family's
-    hyper-parameters under `--algo` and `--hp`, the evaluation flags, n_envs, the device's spelling; each checked."""
+    hyper-parameters under `--algo` and `--hp`, the evaluation flags, n_envs and its vector env, the device's spelling;
+    each checked."""
     configure_jax(config.torch_threads)  # before the hyper-parameters' check imports JAX (an SBX algorithm)
     steps = config.steps if config.steps is not None else task.default_steps
     if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
@@ -73,11 +75,26 @@ def resolve_training_plan(config: TrainConfig, task: Task) -> TrainingPlan:
     for flag, value in (("--eval-freq", params.eval_freq), ("--eval-episodes", params.eval_episodes), ("--hp n_envs", params.n_envs)):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ConfigError(f"{flag} must be a positive whole number, got {value!r}")
+    problem = vec_env_problem(params.vec_env, sys.platform)
+    if problem is not None:
+        raise ConfigError(f"--hp vec_env={params.vec_env!r} {problem}")
     check_device_spelling(config.device)
     keep_update_ratio(params, "gradient_steps" in config.overrides)
     return TrainingPlan(steps=steps, eval_freq=params.eval_freq, eval_episodes=params.eval_episodes,
                         final_eval_episodes=final_eval_episodes(config, params), algo=params.algo, hyperparams=asdict(params),
                         device=config.device, n_envs=params.n_envs, seeds=(config.seed,))
+
+
+def vec_env_problem(kind: object, platform: str) -> str | None:
+    """What is wrong with `--hp vec_env=KIND` on `platform` (`sys.platform`), or None. `subproc` needs Linux: its env
+    processes die with the training through prctl's parent-death signal (policies.vec_envs), which Linux alone has."""
+    if kind not in VEC_ENVS:
+        return ("is not a vector env; use --hp vec_env=dummy (every env in the training process) or --hp vec_env=subproc "
+                "(each env in its own process)")
+    if kind == "subproc" and not platform.startswith("linux"):
+        return (f"needs Linux (its env processes die with the training through Linux's parent-death signal), not {platform}; "
+                "use --hp vec_env=dummy")
+    return None
 
 
 def check_device_spelling(device: str) -> None:

@@ -105,7 +105,7 @@ def build_training_vec_env(make_env: Callable[[Any], gym.Env], reward_fn: Any, n
     a training job before any JAX or CUDA work, as the preloaded fork server forks (training.preloaded); an env process
     never calls JAX or CUDA, which is what a fork after them would break; and the training runs in a process of ours
     (a Ray worker, whose gRPC threads a fork would copy mid-work, is refused this setting before a run starts:
-    text2reward.settings). Each env process deep-copies the reward, so a jailed reward never shares the training
+    text2reward.preflight). Each env process deep-copies the reward, so a jailed reward never shares the training
     process's worker (a copy holds no worker: `SandboxedReward.__getstate__`)."""
     if kind == "subproc":
         parent = os.getpid()

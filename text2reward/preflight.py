@@ -19,9 +19,11 @@ from sim_envs.task import Task
 from text2reward.errors import ConfigError
 
 
-def check_train_config(config: TrainConfig, device_here: bool = True) -> Task:
+def check_train_config(config: TrainConfig, device_here: bool = True, fork_refused_by: str | None = None) -> Task:
     """The task, the numbers, the device and every `--hp` key of one training job. `device_here=False`: the job
-    trains on other machines (a Ray cluster), which have the GPUs it asks for, not this one."""
+    trains on other machines (a Ray cluster), which have the GPUs it asks for, not this one. `fork_refused_by`: the
+    executor whose jobs run inside a worker whose threads a fork would copy mid-work (`ExecutorSpec.jobs_may_fork`),
+    which `--hp vec_env=subproc` (forked env processes, policies.vec_envs) is refused on."""
     task = get_task(config.task_id)
     for name, flag in (("steps", "--steps"), ("eval_freq", "--eval-freq"), ("eval_episodes", "--eval-episodes"),
                        ("n_envs", "--hp n_envs")):
@@ -35,6 +37,10 @@ def check_train_config(config: TrainConfig, device_here: bool = True) -> Task:
     params = plan.params()
     if resolve_her(config.her, params.her, task, params.algo, config.reward in BUILT_IN_REWARDS, config.reward_mode):
         check_learning_starts(params.algo, params.algo_kwargs, task, plan.n_envs)
+    if fork_refused_by is not None and params.vec_env == "subproc":
+        raise ConfigError(f"--hp vec_env=subproc forks each env from the training's process, which on --executor {fork_refused_by} "
+                          "runs inside a worker whose threads a fork would copy mid-work: use --executor local for it, or "
+                          f"--hp vec_env=dummy on {fork_refused_by}")
     if device_here and plan.device.startswith("cuda"):  # `auto` and `cpu` cannot be refused: only a GPU asked for is looked for
         from policies.train import resolve_device  # SB3 and torch (~1.8 s): a `t2r run` driver trains nothing itself
 

@@ -446,16 +446,12 @@ def check_run_config(config: RunConfig, backend_given: bool = False) -> RunConfi
     if choices.source.uses_keypoints and task.keypoints is None:
         raise ConfigError(f"--reward-source {config.generation.reward_source} needs keypoints, which task {task.id} has no setup for: "
                           "use a metaworld, fetch or franka task, or --reward-source code")
-    from policies.plan import resolve_training_plan
     from text2reward.preflight import check_train_config  # the training plan's checks load gymnasium (~0.2 s): not at `t2r` start
 
     executor, executor_settings = choices.executor, config.training.executor_settings()
-    train = config.train_config(task.id, out_dir=_NOWHERE, reward="code", seed=config.seed)
-    check_train_config(train, device_here=executor.trains_here(executor_settings))
-    if not executor.jobs_may_fork and resolve_training_plan(train, task).params().vec_env == "subproc":
-        raise ConfigError(f"--hp vec_env=subproc forks each env from the training's process, which on --executor {executor.name} "
-                          "runs inside a worker whose threads a fork would copy mid-work: use --executor local for it, or "
-                          f"--hp vec_env=dummy on {executor.name}")
+    check_train_config(config.train_config(task.id, out_dir=_NOWHERE, reward="code", seed=config.seed),
+                       device_here=executor.trains_here(executor_settings),
+                       fork_refused_by=None if executor.jobs_may_fork else executor.name)
     executor.check(executor_settings)
     if not backend_given:
         check_backend(config, task)

@@ -9,14 +9,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from polling import alive, descendants, wait_for
 from short_training import SHORT_ALGO, SHORT_HP_ARGS
 
-from policies.hyperparam_values import check_override_values, vec_env_problem
-from policies.hyperparams import load_hyperparams
+from policies.config import TrainConfig
+from policies.plan import resolve_training_plan, vec_env_problem
 from policies.resume import training_settings
 from sim_envs import get_task
 from sim_envs.errors import ConfigError
@@ -31,12 +31,6 @@ REACHED_WITHIN = 300.0
 
 DIES_WITHIN = 60.0
 """A bound far above how long a process takes to die of its parent's death (milliseconds)."""
-
-
-def wait_for(condition, within: float = REACHED_WITHIN) -> None:
-    deadline = time.monotonic() + within
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.05)
 
 
 def t2r_train(out: Path, reward: Path, kind: str, steps: int = 200) -> subprocess.CompletedProcess[str]:
@@ -77,12 +71,12 @@ def test_a_reward_failing_in_an_env_process_stops_training_with_its_own_error(tm
     assert 50 <= result["steps"] < 200, result["steps"]
 
 
-def test_a_vec_env_that_does_not_exist_is_one_line_naming_both():
+def test_a_vec_env_that_does_not_exist_is_one_line_naming_both(tmp_path):
     task = get_task("fetch/reach")
-    params = load_hyperparams(task.family, None, {"vec_env": "thread"})
+    plan = lambda kind: resolve_training_plan(TrainConfig(task_id=task.id, out_dir=tmp_path, overrides={"vec_env": kind}), task)
     with pytest.raises(ConfigError, match=r"--hp vec_env='thread' is not a vector env; use --hp vec_env=dummy .* --hp vec_env=subproc"):
-        check_override_values(task, params, {"vec_env": "thread"})
-    check_override_values(task, load_hyperparams(task.family, None, {"vec_env": "subproc"}), {"vec_env": "subproc"})
+        plan("thread")
+    assert plan("subproc").params().vec_env == "subproc"
     assert vec_env_problem("subproc", "linux") is None and vec_env_problem("dummy", "darwin") is None
     assert "needs Linux" in vec_env_problem("subproc", "darwin") and "use --hp vec_env=dummy" in vec_env_problem("subproc", "darwin")
 
@@ -101,31 +95,6 @@ def test_envs_in_their_own_processes_are_refused_on_ray_before_a_run_starts():
         check_run_config(config)
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid`: the training's env processes, their jails, the evaluation env's jail."""
-    parents = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
-            except OSError:  # ended while read
-                continue
-    found, frontier = [], [pid]
-    while frontier:
-        below = [child for child, parent in parents.items() if parent in frontier]
-        found += below
-        frontier = below
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 @pytest.mark.slow
 def test_a_ctrl_c_to_the_group_keeps_the_checkpoint_and_a_killed_training_leaves_no_env_process(tmp_path):
     """A Ctrl-C reaches every process of the group: the env processes leave it to the training, which writes its
@@ -135,7 +104,8 @@ def test_a_ctrl_c_to_the_group_keeps_the_checkpoint_and_a_killed_training_leaves
             "--algo", SHORT_ALGO, *SHORT_HP_ARGS, "--hp", "n_envs=2", "--hp", "vec_env=subproc", "--eval-freq", "100",
             "--eval-episodes", "1", "--out", str(out)]
     process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    wait_for(lambda: (out / "resume.ckpt").is_file() or process.poll() is not None)  # written after the first evaluation
+    wait_for(lambda: (out / "resume.ckpt").is_file() or process.poll() is not None, REACHED_WITHIN,
+             "the first checkpoint (written after the first evaluation)")
     os.killpg(process.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
     _, stderr = process.communicate(timeout=REACHED_WITHIN)
     assert process.returncode == 130 and f"t2r train --resume {out}" in stderr and "Traceback" not in stderr, stderr[-2000:]
@@ -144,13 +114,18 @@ def test_a_ctrl_c_to_the_group_keeps_the_checkpoint_and_a_killed_training_leaves
 
     resumed = subprocess.Popen([sys.executable, "-m", "text2reward.cli", "train", "--resume", str(out)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    seen: list[int] = []
-    wait_for(lambda: len(seen.extend(descendants(resumed.pid)) or set(seen)) >= 4 or resumed.poll() is not None)  # two env processes and their jails
-    envs = sorted(set(seen))
+    seen: set[int] = set()
+
+    def envs_seen() -> bool:  # two env processes and their jails, read as they come (a jail's helpers come and go)
+        seen.update(descendants(resumed.pid))
+        return len(seen) >= 4 or resumed.poll() is not None
+
+    wait_for(envs_seen, REACHED_WITHIN, "the resumed training's env processes and their jails")
+    envs = sorted(seen)
     assert resumed.poll() is None and len(envs) >= 4, "the resumed training ended before its envs and their jails were seen"
     resumed.kill()
     resumed.wait(timeout=REACHED_WITHIN)
-    wait_for(lambda: not any(alive(pid) for pid in envs), within=DIES_WITHIN)
+    wait_for(lambda: not any(alive(pid) for pid in envs), DIES_WITHIN, "the killed training's processes to end")
     assert not [pid for pid in envs if alive(pid)], "processes of the killed training are still running"
 
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from polling import wait_for
+from polling import alive, wait_for
 
 from policies.config import TrainConfig
 from text2reward.training.job import ERROR_FILE, JOB_FILE, PID_FILE, TrainJob, read_job
@@ -61,14 +61,6 @@ def outcome_of(launcher: LocalLauncher, index: int = 0) -> JobOutcome:
 
 def parent_of(pid: int) -> int:
     return int(next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("PPid:")).split()[1])
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
 
 
 @pytest.fixture
