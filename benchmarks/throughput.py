@@ -118,6 +118,7 @@ def child(task_id: str, n_envs: int, vec: str, device: str, seconds: float, net:
     from sbx import SAC
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+    from timing import without_log_folder
 
     from policies.reward_program import reward_from_spec
     from policies.task_env import make_task_env
@@ -130,6 +131,7 @@ def child(task_id: str, n_envs: int, vec: str, device: str, seconds: float, net:
     model = SAC("MlpPolicy", env, seed=0, learning_starts=1000, batch_size=batch_size, train_freq=1,
                 gradient_steps=gradient_steps,
                 policy_kwargs={"net_arch": [net, net]}, verbose=0)
+    without_log_folder(model)  # a child runs as a script: benchmarks/ is on its path
     try:
         model.learn(1000 + 64 * n_envs)  # past learning_starts, updates compiled
         wait_for_the_others(barrier, workers)

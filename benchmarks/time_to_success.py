@@ -42,6 +42,7 @@ from typing import Any
 import yaml
 from expert_baselines import machine
 from reward_quality import parse_overrides
+from timing import without_log_folder
 
 from policies.callbacks import SuccessEvalCallback
 from policies.io import write_json_atomic
@@ -108,7 +109,7 @@ def plain_sb3(task_id: str, seed: int, cap: int, eval_freq: int, device: str, th
     env = make_task_env(task, reward_from_spec("expert"), seed=seed)
     eval_env = make_task_env(task, reward_from_spec("expert"), seed=seed + EVAL_SEED_OFFSET)
     evaluator = SuccessEvalCallback(eval_env, eval_freq, EPISODES, seed + EVAL_SEED_OFFSET, stop_at_success=SOLVED)
-    model = SAC("MlpPolicy", env, seed=seed, device=device, verbose=0)
+    model = without_log_folder(SAC("MlpPolicy", env, seed=seed, device=device, verbose=0))
     started = time.perf_counter()
     try:
         model.learn(total_timesteps=cap, callback=evaluator)

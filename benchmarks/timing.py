@@ -48,3 +48,12 @@ def parse_steps(items: list[str], defaults: dict[str, int]) -> dict[str, int]:
         else:
             raise SystemExit(f"--steps {item!r}: {task} is not in --tasks ({', '.join(budgets)})")
     return budgets
+
+
+def without_log_folder(model: Any) -> Any:
+    """`model` with a logger that writes nowhere: without one, each `learn` of a model built with no TensorBoard folder
+    leaves an empty /tmp/SB3-<time> folder behind (SB3's default logger makes it)."""
+    from stable_baselines3.common.logger import Logger
+
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    return model

@@ -21,6 +21,8 @@ import statistics
 import time
 from typing import Any
 
+from timing import without_log_folder
+
 CONFIGS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     "SB3 SAC defaults [256, 256], batch 256": ("sb3", {}, {}),
     "SBX SAC [256, 256], batch 256": ("sbx", {}, {"net_arch": [256, 256]}),
@@ -44,7 +46,7 @@ def measure(task_id: str, library: str, algo_kwargs: dict[str, Any], policy_kwar
         from stable_baselines3 import SAC
     else:
         from sbx import SAC
-    model = SAC("MlpPolicy", env, seed=0, learning_starts=200, policy_kwargs=policy_kwargs or None, **algo_kwargs)
+    model = without_log_folder(SAC("MlpPolicy", env, seed=0, learning_starts=200, policy_kwargs=policy_kwargs or None, **algo_kwargs))
     try:
         model.learn(600)
         started = time.perf_counter()

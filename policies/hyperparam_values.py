@@ -8,13 +8,13 @@ when `--hp` names something.
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import replace
 from typing import Any
 
 from policies.algorithms import get_algorithm
 from policies.hyperparams import Hyperparams, load_hyperparams
 from policies.reward_program import SparseReward
+from policies.scratch import scratch_dir
 from policies.task_env import make_task_env
 from sim_envs.errors import ConfigError
 from sim_envs.task import Task
@@ -53,8 +53,8 @@ def _build(task: Task, params: Hyperparams) -> None:
     probe = _probe(params)  # without HER: the flat env its policy reads
     env = DummyVecEnv([lambda: make_task_env(task, SparseReward(), seed=0, flatten=not probe.her)])
     try:
-        with tempfile.TemporaryDirectory(prefix="t2r-hp-check-") as folder:
-            build_algorithm(probe, env, 0, "cpu", folder)  # type: ignore[arg-type]
+        with scratch_dir("t2r-hp-check-") as folder:
+            build_algorithm(probe, env, 0, "cpu", str(folder))  # type: ignore[arg-type]
     finally:
         env.close()
 

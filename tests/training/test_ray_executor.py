@@ -197,6 +197,11 @@ def test_a_job_behind_a_finished_leader_is_stopped_through_the_board(tmp_path, r
     assert any(p.get("steps") == 100 and p.get("total_steps") == 800 for p in polls)  # live progress reached the driver's disk
 
 
+def worker_folders(pid: int) -> list[Path]:
+    """The scratch folders a Ray worker made for its jobs (policies.scratch names them after their maker)."""
+    return list(Path(tempfile.gettempdir()).glob(f"t2r-job-*-{pid}-*-*"))
+
+
 @pytest.mark.slow
 def test_a_killed_ray_worker_is_retried_and_an_application_error_is_not(tmp_path, ray_address):
     """SIGKILL to the Ray worker process training a job (its pid from worker.pid, mid-training): Ray reruns it and
@@ -210,6 +215,7 @@ def test_a_killed_ray_worker_is_retried_and_an_application_error_is_not(tmp_path
             return
         pid = int((good / PID_FILE).read_text())
         assert Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::"), "worker.pid names the Ray worker"
+        assert worker_folders(pid), "the worker trains in a folder named after it"
         os.kill(pid, signal.SIGKILL)
         killed.append(pid)
 
@@ -217,6 +223,7 @@ def test_a_killed_ray_worker_is_retried_and_an_application_error_is_not(tmp_path
     assert killed, "the job was never seen mid-training"
     assert outcomes[0].ok, outcomes[0].reason
     assert int((good / PID_FILE).read_text()) != killed[0]
+    assert not worker_folders(killed[0]), "the retry removed the folder the killed worker left (its reward code, its log)"
     assert outcomes[0].record.result.steps == 300
     assert not outcomes[1].ok and not outcomes[1].interrupted
     assert "names no code_path" in (outcomes[1].reason or "")

@@ -53,10 +53,11 @@ class Passed:
 
 def self_test(mechanism: str, jail: Jail) -> Passed | str:
     """`Passed` when every escape failed, else a one-line reason (the first escape or error)."""
+    from policies.scratch import scratch_folder
     from text2reward.sandbox.limits import Limits, limit_config  # the parent's side: the jailed worker imports this module for `probe`
 
     token = uuid.uuid4().hex
-    folders = [tempfile.mkdtemp(prefix="t2r-selftest-", dir=d) for d in _sentinel_dirs()]
+    folders = [str(scratch_folder("t2r-selftest-", d)) for d in _sentinel_dirs()]  # a process killed mid-test leaves them to the next
     listener = socket.socket()
     try:
         secrets = []

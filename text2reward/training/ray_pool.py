@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from policies.io import current_umask, write_json_atomic, write_text_atomic
+from policies.scratch import scratch_dir
 from sim_envs.codec import read, write
 from text2reward.errors import ConfigError
 from text2reward.runs.statuses import FailureCause
@@ -284,8 +285,8 @@ def gather(out: Path, real_out: str) -> dict[str, bytes]:
 def train_on_worker(payload: dict[str, Any], board: Any, key: str) -> dict[str, bytes]:
     """The Ray task: one job, run in a temporary folder of this worker; returns what it wrote."""
     os.environ.update(payload["env"])
-    with tempfile.TemporaryDirectory(prefix="t2r-job-") as tmp:
-        job = localise(payload, Path(tmp))
+    with scratch_dir("t2r-job-") as tmp:  # a worker killed mid-job leaves it to the next task here to remove
+        job = localise(payload, tmp)
         out = Path(job.out_dir)
         reporter = Reporter(board, key, out, job.train.stop_file)
         reporter.start()
