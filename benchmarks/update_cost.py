@@ -31,6 +31,9 @@ CONFIGS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     "SBX SAC [64, 64], batch 256": ("sbx", {}, {"net_arch": [64, 64]}),
     "SBX SAC [64, 64], batch 128": ("sbx", {"batch_size": 128}, {"net_arch": [64, 64]}),
     "SBX SAC [128, 128], 2 updates per step": ("sbx", {"gradient_steps": 2}, {"net_arch": [128, 128]}),
+    "SBX SAC [128, 128], the actor every 2nd update (policy_delay 2)": ("sbx", {"policy_delay": 2}, {"net_arch": [128, 128]}),
+    "SBX SAC [128, 128], 4 updates in one call every 4 steps": ("sbx", {"train_freq": 4, "gradient_steps": 4}, {"net_arch": [128, 128]}),
+    "SBX SAC [128, 128], both of the two above": ("sbx", {"train_freq": 4, "gradient_steps": 4, "policy_delay": 2}, {"net_arch": [128, 128]}),
     "rollout only (SBX [128, 128], no update)": ("sbx", {"gradient_steps": 0}, {"net_arch": [128, 128]}),
 }
 
@@ -61,7 +64,10 @@ def main() -> None:
     parser.add_argument("--task", default="metaworld/reach-v3")
     parser.add_argument("--steps", type=int, default=2000, help="env steps timed per configuration and repeat")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--only", nargs="+", default=None, metavar="TEXT",
+                        help="only the configurations whose name holds one of these (the first kept is the ratios' base)")
     args = parser.parse_args()
+    configs = {name: spec for name, spec in CONFIGS.items() if args.only is None or any(text in name for text in args.only)}
 
     os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
     import torch
@@ -69,17 +75,18 @@ def main() -> None:
 
     torch.set_num_threads(1)
     print(json.dumps(machine()), flush=True)
-    times: dict[str, list[float]] = {name: [] for name in CONFIGS}
-    order = list(CONFIGS)
+    times: dict[str, list[float]] = {name: [] for name in configs}
+    order = list(configs)
     for repeat in range(args.repeats):
         random.Random(repeat).shuffle(order)
         for name in order:
-            library, algo_kwargs, policy_kwargs = CONFIGS[name]
+            library, algo_kwargs, policy_kwargs = configs[name]
             times[name].append(measure(args.task, library, algo_kwargs, policy_kwargs, args.steps))
             print(f"  repeat {repeat}: {name}: {times[name][-1]:.2f} ms/step", flush=True)
-    base = statistics.median(times[next(iter(CONFIGS))])
+    base_name = next(iter(configs))
+    base = statistics.median(times[base_name])
     print(f"\n{args.task}, {args.steps:,} steps per measurement, {args.repeats} repeats, one thread\n")
-    print("| configuration | ms per env step (median) | vs SB3 defaults |")
+    print(f"| configuration | ms per env step (median) | vs {base_name} |")
     print("| --- | ---: | ---: |")
     for name, values in times.items():
         median = statistics.median(values)

@@ -19,16 +19,36 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+def _start_time(pid: int | str) -> str | None:
+    """The process's start time in clock ticks since boot (field 22 of proc(5)); None when there is no such process.
+    Raises OSError when /proc has the process but will not say."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()  # the command name, in parentheses, may hold spaces
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    if len(fields) <= 19:
+        raise OSError(f"/proc/{pid}/stat has no start time")
+    return fields[19].decode()
+
+
 def process_identity(pid: int | str = "self") -> tuple[str, str] | None:
     """(PID namespace, start time) of a live process, or None when it is gone or /proc does not say."""
     try:
-        namespace = os.readlink(f"/proc/{pid}/ns/pid")
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()  # the command name, in parentheses, may hold spaces
-    except (OSError, IndexError):
+        digits = re.sub(r"\D", "", os.readlink(f"/proc/{pid}/ns/pid"))
+        start = _start_time(pid)
+    except OSError:
         return None
-    digits = re.sub(r"\D", "", namespace)
-    return (digits, fields[19].decode()) if digits and len(fields) > 19 else None  # field 22 of proc(5): starttime
+    return (digits, start) if digits and start is not None else None
+
+
+def _maker_gone(pid: str, start: str) -> bool:
+    """Whether the process that made a folder has ended: no such pid, or the pid now names a later process. A process
+    /proc will not describe (another user's, under hidepid) counts as running: nothing is removed on a guess."""
+    try:
+        return _start_time(pid) != start
+    except OSError:
+        return False
 
 
 def _pattern(prefix: str) -> re.Pattern[str]:
@@ -56,8 +76,8 @@ def sweep_orphans(prefix: str, parent: str | os.PathLike[str] | None = None) -> 
             continue
         if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
             continue
-        if process_identity(match[2]) == (match[1], match[3]):
-            continue  # its maker still runs
+        if not _maker_gone(match[2], match[3]):
+            continue  # its maker still runs (the namespace is ours, so the pid names a process here)
         shutil.rmtree(entry.path, ignore_errors=True)
         removed.append(Path(entry.path))
     return removed
