@@ -9,8 +9,9 @@ themselves (tests/policies/test_sbx.py, tests/training/test_preloaded_launcher.p
 
 SHORT_ALGO = "sac"
 
-SHORT_HP = {"learning_starts": 50, "batch_size": 32, "train_freq": 4}
-"""The hyper-parameters of those tests' jobs: updates from step 50, on batches of 32, one per 4 env steps. At 200-300
+SHORT_HP = {"learning_starts": 50, "batch_size": 32, "train_freq": 4, "gradient_steps": 1}
+"""The hyper-parameters of those tests' jobs: updates from step 50, on batches of 32, one per 4 env steps (MetaWorld's own
+settings take 4 every 4 steps: `gradient_steps` is named so that they do not). At 200-300
 steps the tests exercise the loop around training, not learning: a forked 300-step SB3 SAC job took ~6.4 CPU-s with an
 update every step (250 of them) and ~4.9 with one every 4 (this machine, 2026-11-27)."""
 

@@ -46,16 +46,17 @@ def test_ppo_on_locomotion_with_a_reward_file(tmp_path):
 
 def test_several_envs_train_and_evaluate_a_jailed_reward_at_the_kept_update_ratio(tmp_path):
     """SBX SAC on 2 envs, the reward file in the jail (one jailed worker serves both envs): it trains, is evaluated by the
-    task's success test, logs the reward's components, and takes 2 updates per vector step (one per env step)."""
+    task's success test, logs the reward's components, and keeps one update per env step (the family's 4 every 4 steps become 8 every 4 vector steps of 2 envs)."""
     reward = tmp_path / "reach.py"
     reward.write_text("import numpy as np\n\ndef compute_dense_reward(self, action):\n"
                       "    d = float(np.linalg.norm(self.robot.ee_position - self.goal_position))\n    return -d, {'reach': -d}\n")
-    config = TrainConfig(task_id="metaworld/reach-v3", out_dir=tmp_path / "out", reward=str(reward), steps=300, eval_freq=150,
+    config = TrainConfig(task_id="metaworld/reach-v3", out_dir=tmp_path / "out", reward=str(reward), steps=320, eval_freq=160,
                          eval_episodes=1, n_envs=2, algo="sbx-sac", overrides={"learning_starts": 100, "batch_size": 32})
     result = train(config)
     data = json.loads((tmp_path / "out" / RESULT_FILE).read_text())
-    assert data["hyperparams"]["n_envs"] == 2 and data["hyperparams"]["algo_kwargs"]["gradient_steps"] == 2
-    assert result.steps >= 300 and [p["steps"] for p in data["curve"]] == [150, 300] and len(data["final_eval"]["episodes"]) == 1
+    kwargs = data["hyperparams"]["algo_kwargs"]  # the family's 4 updates every 4 vector steps, doubled: one per env step
+    assert data["hyperparams"]["n_envs"] == 2 and (kwargs["train_freq"], kwargs["gradient_steps"]) == (4, 8)
+    assert result.steps == 320 and [p["steps"] for p in data["curve"]] == [160, 320] and len(data["final_eval"]["episodes"]) == 1
     assert "reach" in data["components"][-1]["components"] and data["device"] == "cpu"
 
 
@@ -113,8 +114,8 @@ def test_several_envs_keep_the_updates_per_env_step():
 
     task = get_task("metaworld/reach-v3")
     plan = lambda **kw: resolve_training_plan(TrainConfig(task_id=task.id, out_dir=Path("nowhere"), **kw), task)  # noqa: E731
-    assert plan().hyperparams["algo_kwargs"].get("gradient_steps", 1) == 1
-    assert plan(n_envs=4).hyperparams["algo_kwargs"]["gradient_steps"] == 4
+    assert plan().hyperparams["algo_kwargs"]["gradient_steps"] == 4  # MetaWorld: 4 updates every 4 steps
+    assert plan(n_envs=4).hyperparams["algo_kwargs"]["gradient_steps"] == 16
     assert plan(n_envs=4, overrides={"gradient_steps": 2}).hyperparams["algo_kwargs"]["gradient_steps"] == 2
     assert "gradient_steps" not in plan(n_envs=4, algo="ppo").hyperparams["algo_kwargs"]
 
@@ -126,14 +127,14 @@ def test_t2r_train_records_the_settings_it_used(tmp_path):
     from text2reward.cli import app
 
     out = tmp_path / "out"
-    args = ["train", "--task", "metaworld/reach-v3", "--steps", "150", "--eval-freq", "150", "--eval-episodes", "1", "--seed", "7",
+    args = ["train", "--task", "metaworld/reach-v3", "--steps", "152", "--eval-freq", "152", "--eval-episodes", "1", "--seed", "7",
             "--device", "cpu", "--out", str(out), "--hp", "learning_starts=50", "--hp", "batch_size=16", "--hp", "eval_freq=999"]
     outcome = CliRunner().invoke(app, args)
     assert outcome.exit_code == 0, outcome.output
     data = json.loads((out / RESULT_FILE).read_text())
-    assert (data["eval_episodes"], data["eval_freq"], data["seed"], data["device"], data["requested_steps"]) == (1, 150, 7, "cpu", 150)
-    assert data["steps"] == 150 and [p["steps"] for p in data["curve"]] == [150]
-    assert data["hyperparams"]["eval_episodes"] == 1 and data["hyperparams"]["eval_freq"] == 150  # the flag beats --hp and the YAML
+    assert (data["eval_episodes"], data["eval_freq"], data["seed"], data["device"], data["requested_steps"]) == (1, 152, 7, "cpu", 152)
+    assert data["steps"] == 152 and [p["steps"] for p in data["curve"]] == [152]  # a whole number of MetaWorld's 4-step collections
+    assert data["hyperparams"]["eval_episodes"] == 1 and data["hyperparams"]["eval_freq"] == 152  # the flag beats --hp and the YAML
     assert data["hyperparams"]["algo_kwargs"] == {**data["hyperparams"]["algo_kwargs"], "learning_starts": 50, "batch_size": 16}
 
 
