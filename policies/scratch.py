@@ -18,18 +18,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from policies.proc_stat import stat_fields
+
 
 def _start_time(pid: int | str) -> str | None:
     """The process's start time in clock ticks since boot (field 22 of proc(5)); None when there is no such process.
     Raises OSError when /proc has the process but will not say."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()  # the command name, in parentheses, may hold spaces
+        fields = stat_fields(pid)
     except (FileNotFoundError, ProcessLookupError):
         return None
     if len(fields) <= 19:
         raise OSError(f"/proc/{pid}/stat has no start time")
-    return fields[19].decode()
+    return fields[19]
 
 
 def process_identity(pid: int | str = "self") -> tuple[str, str] | None:
@@ -57,7 +58,10 @@ def _pattern(prefix: str) -> re.Pattern[str]:
 
 def sweep_orphans(prefix: str, parent: str | os.PathLike[str] | None = None) -> list[Path]:
     """Remove the folders named `prefix` in `parent` (the temporary folder by default) whose maker is gone; returns them."""
-    mine = process_identity()
+    return _sweep(prefix, parent, process_identity())
+
+
+def _sweep(prefix: str, parent: str | os.PathLike[str] | None, mine: tuple[str, str] | None) -> list[Path]:
     if mine is None:
         return []
     base = Path(parent if parent is not None else tempfile.gettempdir())
@@ -85,8 +89,8 @@ def sweep_orphans(prefix: str, parent: str | os.PathLike[str] | None = None) -> 
 
 def scratch_folder(prefix: str, parent: str | os.PathLike[str] | None = None) -> Path:
     """A new private folder (mode 0700, as `tempfile.mkdtemp` makes it), after sweeping the orphans of `prefix`."""
-    sweep_orphans(prefix, parent)
     mine = process_identity()
+    _sweep(prefix, parent, mine)
     tag = f"{prefix}{mine[0]}-{os.getpid()}-{mine[1]}-" if mine is not None else prefix
     return Path(tempfile.mkdtemp(prefix=tag, dir=parent))
 

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from policies.proc_stat import stat_fields
+
 T = TypeVar("T")
 
 
@@ -26,7 +28,7 @@ def wait_for(predicate: Callable[[], T], timeout: float, what: str) -> T:
 def alive(pid: int) -> bool:
     """Whether `pid` runs (an ended process not yet reaped, a zombie, does not)."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        state = stat_fields(pid)[0]
     except OSError:
         return False
     return state not in ("Z", "X")
@@ -38,7 +40,7 @@ def descendants(pid: int) -> list[int]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                parents[int(entry.name)] = int(stat_fields(entry.name)[1])
             except OSError:  # ended while read
                 continue
     found, frontier = [], [pid]

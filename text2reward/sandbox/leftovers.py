@@ -22,8 +22,10 @@ import threading
 import time
 from dataclasses import dataclass
 
+from policies.proc_stat import stat_fields
+
 NOBODY = 65534
-"""The uid a root parent's jail runs as (isolation.NOBODY; repeated here so this module imports nothing of ours)."""
+"""The uid a root parent's jail runs as (isolation.NOBODY; repeated here so this module imports no other module of the sandbox)."""
 SWEEP_GRACE_SECONDS = 2.0
 """How long the sweep waits for processes already killed to finish ending before it names them."""
 
@@ -167,8 +169,7 @@ def _status(pid: int) -> dict[str, str]:
 
 def _cpu_seconds(pid: int) -> float | None:
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rpartition(b")")[2].split()
+        fields = stat_fields(pid)
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None

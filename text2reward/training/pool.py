@@ -23,6 +23,7 @@ from typing import Protocol
 
 from policies.curve import CurvePoint
 from policies.io import write_json_atomic
+from policies.proc_stat import stat_fields
 from text2reward.runs.records import DoneRecord, JobError, ProgressFile, RecordError, read, write
 from text2reward.runs.statuses import FailureCause
 from text2reward.training.early_stop import EarlyStopper
@@ -209,7 +210,7 @@ def _is_worker(pid: int, out: Path) -> bool:
     not its command line: a worker forked by the fork server has the server's command line, a fresh one the job's;
     both write to their job's log, and no other process does."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        state = stat_fields(pid)[0]
         stdout = os.readlink(f"/proc/{pid}/fd/1")
     except (OSError, IndexError):
         return False
