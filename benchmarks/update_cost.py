@@ -34,6 +34,15 @@ CONFIGS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     "SBX SAC [128, 128], the actor every 2nd update (policy_delay 2)": ("sbx", {"policy_delay": 2}, {"net_arch": [128, 128]}),
     "SBX SAC [128, 128], 4 updates in one call every 4 steps": ("sbx", {"train_freq": 4, "gradient_steps": 4}, {"net_arch": [128, 128]}),
     "SBX SAC [128, 128], both of the two above": ("sbx", {"train_freq": 4, "gradient_steps": 4, "policy_delay": 2}, {"net_arch": [128, 128]}),
+    "SBX SAC [128, 128], both, batch 128": ("sbx", {"train_freq": 4, "gradient_steps": 4, "policy_delay": 2, "batch_size": 128},
+                                             {"net_arch": [128, 128]}),
+    "SBX SAC [128, 128], both, 8 updates in one call every 8 steps": ("sbx", {"train_freq": 8, "gradient_steps": 8, "policy_delay": 2},
+                                                                     {"net_arch": [128, 128]}),
+    "SBX SAC [128, 128], both, the actor every 4th update": ("sbx", {"train_freq": 4, "gradient_steps": 4, "policy_delay": 4},
+                                                             {"net_arch": [128, 128]}),
+    "SBX SAC [128, 128], both, one-call sampling (the project's MetaWorld default)": (
+        "sbx-one-call", {"train_freq": 4, "gradient_steps": 4, "policy_delay": 2}, {"net_arch": [128, 128]}),
+    "rollout only, one-call sampling (SBX [128, 128], no update)": ("sbx-one-call", {"gradient_steps": 0}, {"net_arch": [128, 128]}),
     "rollout only (SBX [128, 128], no update)": ("sbx", {"gradient_steps": 0}, {"net_arch": [128, 128]}),
 }
 
@@ -50,6 +59,10 @@ def measure(task_id: str, library: str, algo_kwargs: dict[str, Any], policy_kwar
     else:
         from sbx import SAC
     model = without_log_folder(SAC("MlpPolicy", env, seed=0, learning_starts=200, policy_kwargs=policy_kwargs or None, **algo_kwargs))
+    if library == "sbx-one-call":  # what policies.train gives an SBX SAC model (policies/sbx_sampling.py)
+        from policies.sbx_sampling import sample_in_one_call
+
+        sample_in_one_call(model)
     try:
         model.learn(600)
         started = time.perf_counter()

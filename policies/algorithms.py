@@ -3,7 +3,8 @@
 Why two implementations of one algorithm: SBX's compiled SAC update costs half SB3's on the same network
 (benchmarks/update_cost.py), and that update is most of a step's time. Both share SB3's API
 (`learn`, callbacks, vec envs, `save`/`load`, `predict`), so the rest of training does not care which
-one it drives; this module is the only place that imports either.
+one it drives; this module is the only place that imports either to train (policies/sbx_sampling.py changes how SBX's
+SAC draws its actions, for SBX models only).
 """
 
 from __future__ import annotations

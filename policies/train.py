@@ -462,13 +462,23 @@ def training_result(task: Task, reward_fn: RewardFunction, config: TrainConfig, 
 
 def resume_or_build(params: Hyperparams, env: Any, seed: int, device: str, tb_dir: Path,
                     checkpoint: Checkpoint | None) -> tuple[Any, Checkpoint | None]:
-    """The checkpoint's model when there is one that loads, else a new one; and the checkpoint, if it was used."""
+    """The checkpoint's model when there is one that loads, else a new one; and the checkpoint, if it was used.
+    Either way an SBX SAC model samples its exploring actions in one compiled call (policies/sbx_sampling.py)."""
     if checkpoint is not None:
         try:
-            return load_model(algorithm_class(params.algo), checkpoint, env, library_device(params.algo, device), str(tb_dir)), checkpoint
+            model = load_model(algorithm_class(params.algo), checkpoint, env, library_device(params.algo, device), str(tb_dir))
+            return one_call_sampling(params.algo, model), checkpoint
         except Exception as exc:  # a library that changed under it, a buffer that does not fit: the checkpoint is of no use
             print(f"the checkpoint {checkpoint.path} cannot be restored ({type(exc).__name__}: {exc}); starting over", flush=True)
-    return build_algorithm(params, env, seed, device, tb_dir), None
+    return one_call_sampling(params.algo, build_algorithm(params, env, seed, device, tb_dir)), None
+
+
+def one_call_sampling(algo: str, model: Any) -> Any:
+    if get_algorithm(algo).backend != "sbx":
+        return model
+    from policies.sbx_sampling import sample_in_one_call  # JAX and SBX: loaded already for an SBX model
+
+    return sample_in_one_call(model)
 
 
 def resume_callbacks(checkpoint: Checkpoint, components: ComponentStatsCallback, evaluator: SuccessEvalCallback,
