@@ -1,10 +1,11 @@
 """SBX's SAC draws each exploring action in one compiled call, with the same random keys and so the same actions.
 
 Why: SBX's `SACPolicy._predict` splits its random key outside any compiled function (`jax.random.split`, then two
-slices of the result: three JAX dispatches, each a few dozen µs of Python on a CPU) before its compiled sampling call.
-On MetaWorld that was ~0.4 ms of the ~1.3 ms a training step costs outside the updates (benchmarks/update_cost.py,
-"one-call sampling"). Splitting inside the compiled call computes the same split, so the keys, the noise and the
-actions are the same bit for bit (tests/policies/test_sbx_sampling.py): a seed's training is unchanged.
+slices of the result: three JAX dispatches, each costing more Python than the sampling itself on a CPU) before its
+compiled sampling call. On MetaWorld that was ~0.5 of the ~2 ms a training step costs outside the updates
+(benchmarks/update_cost.py, "one-call sampling"). Splitting inside the compiled call computes the same split, so the
+keys, the noise and the actions are the same bit for bit (tests/policies/test_sbx_sampling.py): a seed's training is
+unchanged.
 """
 
 from __future__ import annotations
