@@ -474,6 +474,7 @@ def resume_or_build(params: Hyperparams, env: Any, seed: int, device: str, tb_di
 
 
 def one_call_sampling(algo: str, model: Any) -> Any:
+    """The model, its exploring actions drawn in one compiled call where it is SBX's SAC (the same actions, less time)."""
     if get_algorithm(algo).backend != "sbx":
         return model
     from policies.sbx_sampling import sample_in_one_call  # JAX and SBX: loaded already for an SBX model

@@ -1,6 +1,7 @@
 """SBX SAC's exploring actions drawn in one compiled call (policies/sbx_sampling.py): the same keys, actions and
 training as SBX's own sampling, bit for bit, and what training builds or resumes gets it."""
 
+import jax
 import numpy as np
 import pytest
 from sbx import SAC
@@ -45,8 +46,6 @@ def test_a_seed_trains_the_same_networks_either_way():
 
 
 def jax_leaves(tree) -> list[np.ndarray]:
-    import jax
-
     return [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(tree)]
 
 
