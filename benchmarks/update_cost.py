@@ -9,6 +9,12 @@ repeat runs the configurations in a new order, so drift on a shared machine fall
 
     python benchmarks/update_cost.py                          # metaworld/reach-v3, 2,000 steps, 2 repeats
     python benchmarks/update_cost.py --task fetch/reach --steps 3000 --repeats 3
+    python benchmarks/update_cost.py --flops    # the default update's arithmetic rate against this core's matmul
+
+`--flops` asks whether the update is arithmetic or overhead: XLA's own count of the floating-point operations in SBX's
+compiled update call (the project's MetaWorld default: 4 updates per call, the actor every 2nd), the call's time, and
+the rate one core reaches on plain matrix products (the same XLA, one thread) of a large size and of one layer of the
+update's size.
 """
 
 from __future__ import annotations
@@ -72,6 +78,56 @@ def measure(task_id: str, library: str, algo_kwargs: dict[str, Any], policy_kwar
         env.close()
 
 
+def median_seconds(call: Any, calls: int, repeats: int = 5) -> float:
+    """The median over `repeats` of the mean seconds of `calls` calls of `call` (JAX's results waited for)."""
+    import jax
+
+    jax.block_until_ready(call())
+    means = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for _ in range(calls):
+            jax.block_until_ready(call())
+        means.append((time.perf_counter() - started) / calls)
+    return statistics.median(means)
+
+
+def update_flops(task_id: str) -> dict[str, float]:
+    """The default SBX SAC update call's GFLOP (XLA's cost analysis of the compiled call), its milliseconds and
+    GFLOP/s, beside one core's GFLOP/s on plain float32 matrix products."""
+    import jax
+    import jax.numpy as jnp
+    from sbx import SAC
+
+    from policies.reward_program import reward_from_spec
+    from policies.task_env import make_task_env
+    from sim_envs import get_task
+
+    env = make_task_env(get_task(task_id), reward_from_spec("expert"), seed=0)
+    model = without_log_folder(SAC("MlpPolicy", env, seed=0, learning_starts=200, policy_kwargs={"net_arch": [128, 128]},
+                                   train_freq=4, gradient_steps=4, policy_delay=2))
+    library_call = model._train
+    arguments: list[tuple[Any, ...]] = []
+
+    def keep_arguments(*args: Any) -> Any:
+        arguments.append(args)
+        return library_call(*args)
+
+    model._train = keep_arguments  # the instance's own attribute: SBX's `train` looks it up there first
+    model.learn(600)
+    compiled_update = type(model).__dict__["_train"].__func__
+    cost = compiled_update.lower(type(model), *arguments[-1]).compile().cost_analysis()
+    flops = float((cost[0] if isinstance(cost, list) else cost)["flops"])
+    seconds = median_seconds(lambda: library_call(*arguments[-1]), 50)
+    rates = {"update_gflop": flops / 1e9, "update_ms": seconds * 1000, "update_gflop_per_s": flops / seconds / 1e9}
+    product = jax.jit(lambda a, b: a @ b)
+    for name, (m, k, n) in {"matmul_1024": (1024, 1024, 1024), "matmul_256x128x128": (256, 128, 128)}.items():
+        a, b = jnp.ones((m, k), jnp.float32), jnp.ones((k, n), jnp.float32)
+        rates[f"{name}_gflop_per_s"] = 2 * m * k * n / median_seconds(lambda a=a, b=b: product(a, b), 20 if m == 1024 else 500) / 1e9
+    env.close()
+    return rates
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default="metaworld/reach-v3")
@@ -79,7 +135,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--only", nargs="+", default=None, metavar="TEXT",
                         help="only the configurations whose name holds one of these (the first kept is the ratios' base)")
+    parser.add_argument("--flops", action="store_true", help="the default update's arithmetic rate against this core's matmul")
     args = parser.parse_args()
+    if args.flops:
+        os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+        rates = update_flops(args.task)
+        print(json.dumps({name: round(value, 3) for name, value in rates.items()}))
+        print(f"\nthe update call (4 updates): {rates['update_gflop']:.3f} GFLOP in {rates['update_ms']:.2f} ms = "
+              f"{rates['update_gflop_per_s']:.1f} GFLOP/s; one core's matmul: {rates['matmul_1024_gflop_per_s']:.0f} GFLOP/s at "
+              f"1024, {rates['matmul_256x128x128_gflop_per_s']:.0f} at one layer's size (256x128 by 128x128)")
+        return
     configs = {name: spec for name, spec in CONFIGS.items() if args.only is None or any(text in name for text in args.only)}
 
     os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")

@@ -24,6 +24,7 @@ from policies.algorithms import (
     get_algorithm,
     jax_gpu_count,
     jax_kept_to_cpu,
+    network_construction,
     use_jax_device,
 )
 from policies.callbacks import ComponentStatsCallback, SuccessEvalCallback, progress_fields
@@ -173,16 +174,17 @@ def library_device(algo: str, device: str) -> str:
 
 def build_algorithm(params: Hyperparams, env: Any, seed: int, device: str, tb_dir: Path) -> Any:
     device = library_device(params.algo, device)
-    return algorithm_class(params.algo)(
-        params.policy,
-        env,
-        seed=seed,
-        device=device,
-        verbose=0,
-        tensorboard_log=str(tb_dir),
-        policy_kwargs=dict(params.policy_kwargs),
-        **library_kwargs(her_algo_kwargs(params.algo_kwargs, params.her_kwargs) if params.her else params.algo_kwargs),
-    )
+    with network_construction(params.algo):
+        return algorithm_class(params.algo)(
+            params.policy,
+            env,
+            seed=seed,
+            device=device,
+            verbose=0,
+            tensorboard_log=str(tb_dir),
+            policy_kwargs=dict(params.policy_kwargs),
+            **library_kwargs(her_algo_kwargs(params.algo_kwargs, params.her_kwargs) if params.her else params.algo_kwargs),
+        )
 
 
 def library_kwargs(algo_kwargs: dict[str, Any]) -> dict[str, Any]:

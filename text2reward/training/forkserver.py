@@ -63,7 +63,8 @@ from typing import Any
 from policies.algorithms import jax_backend_built
 
 PRELOAD = ("numpy", "torch", "torch._dynamo", "stable_baselines3", "jax", "flax", "sbx", "gymnasium", "mujoco", "metaworld",
-           "sim_envs", "policies.train", "policies.sbx_sampling", "text2reward.training.job", "text2reward.sandbox")
+           "sim_envs", "policies.train", "policies.sbx_sampling", "policies.sbx_build", "text2reward.training.job",
+           "text2reward.sandbox")
 """What a job imports before its first step (SBX and JAX are optional: a missing one is skipped)."""
 SINGLE_THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1"}
 """Set in the server before it imports (where the user set nothing): OpenBLAS would start a thread per core."""
