@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import re
 import statistics
 import time
@@ -45,6 +46,7 @@ from reward_quality import parse_overrides
 from timing import without_log_folder
 
 from policies.callbacks import SuccessEvalCallback
+from policies.cpu_affinity import HOLD_VARIABLE
 from policies.io import write_json_atomic
 from policies.reward_program import reward_from_spec
 from policies.task_env import make_task_env
@@ -129,7 +131,14 @@ def project(task_id: str, arm: str, seed: int, cap: int, eval_freq: int, device:
 
 
 def run_attempt(job: dict[str, Any]) -> Attempt:
-    """One attempt, in the fresh process the pool gives it."""
+    """One attempt, in the fresh process the pool gives it; with `--pin`, on a free core of its own, as the product's
+    launcher runs its jobs (policies/cpu_affinity.py)."""
+    if job.get("pin"):
+        os.environ[HOLD_VARIABLE] = "1"
+    return attempt_of(job)
+
+
+def attempt_of(job: dict[str, Any]) -> Attempt:
     if job["arm"] == "sb3_defaults":
         return plain_sb3(job["task"], job["seed"], job["cap"], job["eval_freq"], job["device"], job["threads"])
     return project(job["task"], job["arm"], job["seed"], job["cap"], job["eval_freq"], job["device"], job["overrides"], Path(job["out"]))
@@ -202,6 +211,8 @@ def main() -> None:
                         help="sb3_defaults, project, or project:KEY=VALUE[:KEY=VALUE...] (the project arm with those "
                              "settings on top of --hp); the first is the baseline of the ratios (default: sb3_defaults project)")
     parser.add_argument("--jobs", type=int, default=1, help="attempts at a time (default 1; 2 on 2 cores gives each one)")
+    parser.add_argument("--pin", action="store_true",
+                        help="each attempt on a free core of its own, as the product's launcher runs its jobs")
     parser.add_argument("--out", default="out/time_to_success")
     parser.add_argument("--summarise", nargs="+", metavar="ATTEMPTS_JSON",
                         help="print the table over the attempts of earlier runs (e.g. one seed per run) and train nothing")
@@ -222,6 +233,7 @@ def main() -> None:
             for seed in range(args.first_seed, args.first_seed + args.seeds) for task in args.tasks for arm in args.arms]  # arms alternate: shared load falls on both
     attempts: list[Attempt] = []
     spawn = multiprocessing.get_context("spawn")
+    jobs = [{**job, "pin": args.pin} for job in jobs]
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=spawn, max_tasks_per_child=1) as pool:
         for future in as_completed([pool.submit(run_attempt, job) for job in jobs]):
             result = future.result()

@@ -138,7 +138,7 @@ def main() -> None:
     parser.add_argument("--flops", action="store_true", help="the default update's arithmetic rate against this core's matmul")
     args = parser.parse_args()
     if args.flops:
-        os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+        os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
         rates = update_flops(args.task)
         print(json.dumps({name: round(value, 3) for name, value in rates.items()}))
         print(f"\nthe update call (4 updates): {rates['update_gflop']:.3f} GFLOP in {rates['update_ms']:.2f} ms = "
@@ -147,7 +147,7 @@ def main() -> None:
         return
     configs = {name: spec for name, spec in CONFIGS.items() if args.only is None or any(text in name for text in args.only)}
 
-    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
     import torch
     from expert_baselines import machine
 

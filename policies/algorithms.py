@@ -51,15 +51,18 @@ def get_algorithm(name: str) -> Algorithm:
 def configure_jax(threads: int) -> None:
     """Settings XLA reads once, when JAX builds its backend (the first `jax.devices()`, array or compiled call: not
     its import, so a worker forked from the training fork server, which imported JAX, still takes them):
-    - its CPU backend uses every core by default; W workers on a small machine would fight over them;
+    - its CPU backend's matrix products use every core by default; W workers on a small machine would fight over
+      them (its executor's own thread pool is sized to the cores whatever the flags say: a job its launcher gives a
+      core is held to it, policies/cpu_affinity.py);
     - on a GPU it takes 75% of the memory up front, so a second worker on the same GPU would fail to
       allocate: it allocates as it goes instead, as torch does.
-    A value the user set in the environment wins."""
+    A value the user set in the environment wins. (The `intra_op_parallelism_threads=1` often written beside the
+    flag is no XLA flag: XLA's parser stops at it and silently drops every flag after it.)"""
     if jax_backend_built():
         return
     flags = os.environ.get("XLA_FLAGS", "")
     if threads == 1 and "multi_thread_eigen" not in flags:
-        os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1".strip()
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false".strip()
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 

@@ -30,6 +30,7 @@ from policies.algorithms import (
 from policies.callbacks import ComponentStatsCallback, SuccessEvalCallback, progress_fields
 from policies.checkpoint import Checkpoint, checkpoint_path
 from policies.config import GPU_MAX_SHARERS, GPU_MIN_ENVS, TrainConfig
+from policies.cpu_affinity import hold_to_a_free_core
 from policies.evaluate import EvalResult, evaluate, model_actor
 from policies.her import HER_POLICY, check_learning_starts, her_algo_kwargs, her_buffer_size, resolve_her
 from policies.hyperparams import Hyperparams
@@ -220,6 +221,8 @@ def train(
     checkpoint = find_checkpoint(out, settings) if resumable else None
     train_env, eval_env = build_envs(task, reward_fn, setup.seed, setup, out, resumed=checkpoint is not None)
     place_device(setup, config, (train_env, eval_env))  # after the envs: `subproc` forks them before any GPU backend starts
+    if setup.device == "cpu" and (cpu := hold_to_a_free_core()) is not None:  # before the model: its thread pools start on it
+        print(f"training on CPU core {cpu}, held by this job alone (policies/cpu_affinity.py)", flush=True)
     model, checkpoint = resume_or_build(setup.params, train_env, setup.seed, setup.device, out / "tb", checkpoint)
     hooks = build_callbacks(config, setup, model, eval_env, out, checkpoint, on_eval, settings if resumable else None)
     if stop_requested is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,7 +16,8 @@ import pytest
 from polling import alive, wait_for
 
 from policies.config import TrainConfig
-from text2reward.training.job import ERROR_FILE, JOB_FILE, PID_FILE, TrainJob, read_job
+from policies.cpu_affinity import LOCKS_VARIABLE
+from text2reward.training.job import ERROR_FILE, JOB_FILE, PID_FILE, WORKER_LOG, TrainJob, read_job
 from text2reward.training.pool import JobOutcome, LocalLauncher
 from text2reward.training.preloaded import SOCKET_VARIABLE, fork_server, start_shared_server
 
@@ -140,7 +142,8 @@ def test_an_sb3_job_imports_no_more_of_torch_after_the_servers_preload(tmp_path)
     assert len(imported) < 10 and not any(name.startswith("torch._dynamo") for name in imported), imported
 
 
-def test_crashed_and_killed_jobs_cost_only_themselves(tmp_path):
+def test_crashed_and_killed_jobs_cost_only_themselves(tmp_path, monkeypatch):
+    monkeypatch.setenv(LOCKS_VARIABLE, str(tmp_path / "cores"))  # cores this test's jobs alone claim: other tests' jobs hold none
     said: list[str] = []
     server = fork_server(said.append)
     assert server is not None
@@ -151,6 +154,12 @@ def test_crashed_and_killed_jobs_cost_only_themselves(tmp_path):
     start(launcher, tiny_job(tmp_path / "killed", steps=100_000), index=1)
     pid_file = tmp_path / "killed" / PID_FILE
     pid = wait_for(lambda: pid_file.is_file() and pid_file.read_text().isdigit() and int(pid_file.read_text()), BOUND, "the worker's pid")
+    if len(os.sched_getaffinity(0)) > 1:  # a core of its own, held by every thread of the job (policies/cpu_affinity.py)
+        log = tmp_path / "killed" / WORKER_LOG
+        said_core = wait_for(lambda: re.search(r"training on CPU core (\d+)", log.read_text()), BOUND, "the job's core on its log")
+        core = int(said_core.group(1))
+        wait_for(lambda: all(os.sched_getaffinity(int(t)) == {core} for t in os.listdir(f"/proc/{pid}/task")), BOUND,
+                 f"the job's threads held to core {core}")
     os.kill(pid, signal.SIGKILL)
     killed = outcome_of(launcher, 1)
     assert killed.interrupted and "killed by signal 9" in (killed.reason or ""), killed.reason

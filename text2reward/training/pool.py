@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from policies.cpu_affinity import HOLD_VARIABLE
 from policies.curve import CurvePoint
 from policies.io import write_json_atomic
 from policies.proc_stat import stat_fields
@@ -29,6 +30,9 @@ from text2reward.runs.statuses import FailureCause
 from text2reward.training.early_stop import EarlyStopper
 from text2reward.training.job import DONE_FILE, ERROR_FILE, JOB_FILE, PID_FILE, PROGRESS_FILE, WORKER_LOG, TrainJob
 from text2reward.training.preloaded import ForkServer, ServerGone, fork_server, job_environment
+
+PIN_VARIABLE = "T2R_PIN_JOBS"
+"""`0` keeps the launcher's jobs from holding a core each (the OS places them, as it places every other process)."""
 
 Say = Callable[[str], None]
 
@@ -225,6 +229,13 @@ def _how(code: int) -> str:
     return f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
 
 
+def core_environment() -> dict[str, str]:
+    """What a local job's environment adds: hold a free core of its own (policies/cpu_affinity.py), unless
+    `T2R_PIN_JOBS=0`."""
+    off = os.environ.get(PIN_VARIABLE, "1").strip().lower() in ("0", "false", "no", "off")
+    return {} if off else {HOLD_VARIABLE: "1"}
+
+
 class LocalLauncher:
     """One process per job on this machine: forked from the driver's fork server, which has the heavy libraries
     imported already (training/forkserver.py, preloaded.py: the job's first step ~1 s after its start instead of ~6 s),
@@ -246,16 +257,17 @@ class LocalLauncher:
             self.adopted[index] = (job, pid)
             return
         job_file, log = str(Path(job.out_dir) / JOB_FILE), str(Path(job.out_dir) / WORKER_LOG)
+        env = core_environment()
         server = fork_server(self.say) if self.preload else None
         if server is not None:
             try:
-                self.forked[index] = (job, server, server.fork(job_file, log))
+                self.forked[index] = (job, server, server.fork(job_file, log, env))
                 return
             except (ServerGone, ValueError) as exc:
                 self.say(f"training job {job.out_dir} starts as a fresh process: {exc}")
         with open(log, "w") as output:  # the worker holds its own copy
             process = subprocess.Popen([sys.executable, "-m", "text2reward.training.job", job_file], stdout=output,
-                                       stderr=subprocess.STDOUT, env=job_environment())
+                                       stderr=subprocess.STDOUT, env={**job_environment(), **env})
         self.processes[index] = (job, process)
 
     def collect(self) -> list[tuple[int, JobOutcome]]:

@@ -93,12 +93,13 @@ class ForkServer:
                 self.ready = self._next(lambda m: "ready" in m, timeout)
             return self.ready
 
-    def request(self, job_file: str, log: str) -> dict[str, Any]:
-        return {"job": job_file, "log": log, "cwd": os.getcwd(), "env": job_environment()}
+    def request(self, job_file: str, log: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+        return {"job": job_file, "log": log, "cwd": os.getcwd(), "env": {**job_environment(), **(env or {})}}
 
-    def fork(self, job_file: str, log: str) -> int:
-        """Start a job: the child's pid (ServerGone; ValueError with the server's reason where it refused)."""
-        request = self.request(job_file, log)
+    def fork(self, job_file: str, log: str, env: dict[str, str] | None = None) -> int:
+        """Start a job, with `env` added to its environment: the child's pid (ServerGone; ValueError with the server's
+        reason where it refused)."""
+        request = self.request(job_file, log, env)
         with self.lock:
             self.wait_ready()
             try:
@@ -224,8 +225,8 @@ class SharedForkServer(ForkServer):
             return "it runs in another session"
         return None
 
-    def request(self, job_file: str, log: str) -> dict[str, Any]:
-        return {**super().request(job_file, log), "pgid": os.getpgrp()}
+    def request(self, job_file: str, log: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+        return {**super().request(job_file, log, env), "pgid": os.getpgrp()}
 
     def alive(self) -> bool:
         with self.lock:
