@@ -47,10 +47,16 @@ def claim_core() -> int | None:
     usable = sorted(os.sched_getaffinity(0))
     if len(usable) < 2:
         return None
-    folder = lock_folder()
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder = lock_folder()
+        folder.mkdir(parents=True, exist_ok=True)
+    except (OSError, RuntimeError):  # no home, a read-only cache: the OS places this training, as before
+        return None
     for cpu in usable:
-        fd = os.open(folder / f"cpu{cpu}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fd = os.open(folder / f"cpu{cpu}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            return None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -72,6 +72,13 @@ def test_trainings_side_by_side_hold_different_cores_and_one_past_them_holds_non
         training.end()
 
 
+def test_a_lock_folder_that_cannot_be_made_holds_nothing_and_fails_nothing(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    seen = Training(blocker / "cores").seen  # a folder under a file cannot be made
+    assert seen["held"] is None and all(cores == USABLE for cores in seen["threads"].values())
+
+
 @pytest.mark.parametrize("hold", [None, "0", ""])
 def test_a_training_not_asked_to_hold_a_core_holds_none(tmp_path, hold):
     seen = Training(tmp_path, hold).seen
