@@ -228,12 +228,11 @@ def main() -> None:
     print(json.dumps(info), flush=True)
     overrides = parse_overrides(args.hp)
     jobs = [{"task": task, "arm": arm, "seed": seed, "cap": args.cap, "eval_freq": args.eval_freq, "device": args.device,
-             "threads": None if args.jobs == 1 else 1, "overrides": overrides,
+             "threads": None if args.jobs == 1 else 1, "overrides": overrides, "pin": args.pin,
              "out": str(out / f"{task.replace('/', '__')}-s{seed}{arm_folder(arm)}")}
             for seed in range(args.first_seed, args.first_seed + args.seeds) for task in args.tasks for arm in args.arms]  # arms alternate: shared load falls on both
     attempts: list[Attempt] = []
     spawn = multiprocessing.get_context("spawn")
-    jobs = [{**job, "pin": args.pin} for job in jobs]
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=spawn, max_tasks_per_child=1) as pool:
         for future in as_completed([pool.submit(run_attempt, job) for job in jobs]):
             result = future.result()

@@ -19,6 +19,8 @@ import fcntl
 import os
 from pathlib import Path
 
+from policies.algorithms import cache_root
+
 HOLD_VARIABLE = "T2R_HOLD_CORE"
 """Set to 1 in a training's environment by the launcher that wants it on a core of its own (training/pool.py)."""
 LOCKS_VARIABLE = "T2R_CORE_LOCKS"
@@ -30,9 +32,7 @@ _HELD: list[int] = []
 
 def lock_folder() -> Path:
     chosen = os.environ.get(LOCKS_VARIABLE)
-    if chosen:
-        return Path(chosen)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "text2reward" / "cores"
+    return Path(chosen) if chosen else cache_root() / "cores"
 
 
 def wanted() -> bool:

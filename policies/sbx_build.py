@@ -30,7 +30,7 @@ def _compiled_init(module: nn.Module, rngs: Any, *args: Any, **kwargs: Any) -> A
 
 @contextmanager
 def compiled_network_init() -> Iterator[None]:
-    """Within this block (one SBX model's construction or load), every Flax module's `init` is compiled whole."""
+    """Within this block (one SBX model's construction), every Flax module's `init` is compiled whole."""
     nn.Module.init = _compiled_init  # type: ignore[method-assign,assignment]
     try:
         yield

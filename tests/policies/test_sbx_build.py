@@ -70,7 +70,6 @@ def test_only_sbx_algorithms_are_built_that_way():
         assert "compiled" in nn.Module.init.__name__
 
 
-
 def test_what_training_builds_initialises_its_networks_compiled(tmp_path, monkeypatch):
     """resume_or_build constructs an SBX model inside the block: Flax's init runs under tracing there. (A load
     initialises nothing: SBX unpickles its networks.)"""

@@ -29,7 +29,7 @@ from text2reward.runs.records import DoneRecord, JobError, ProgressFile, RecordE
 from text2reward.runs.statuses import FailureCause
 from text2reward.training.early_stop import EarlyStopper
 from text2reward.training.job import DONE_FILE, ERROR_FILE, JOB_FILE, PID_FILE, PROGRESS_FILE, WORKER_LOG, TrainJob
-from text2reward.training.preloaded import ForkServer, ServerGone, fork_server, job_environment
+from text2reward.training.preloaded import ForkServer, ServerGone, fork_server, job_environment, switched_on
 
 PIN_VARIABLE = "T2R_PIN_JOBS"
 """`0` keeps the launcher's jobs from holding a core each (the OS places them, as it places every other process)."""
@@ -232,8 +232,7 @@ def _how(code: int) -> str:
 def core_environment() -> dict[str, str]:
     """What a local job's environment adds: hold a free core of its own (policies/cpu_affinity.py), unless
     `T2R_PIN_JOBS=0`."""
-    off = os.environ.get(PIN_VARIABLE, "1").strip().lower() in ("0", "false", "no", "off")
-    return {} if off else {HOLD_VARIABLE: "1"}
+    return {HOLD_VARIABLE: "1"} if switched_on(PIN_VARIABLE) else {}
 
 
 class LocalLauncher:

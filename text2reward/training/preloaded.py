@@ -48,8 +48,13 @@ def job_environment() -> dict[str, str]:
     return {**SINGLE_THREAD_ENV, **os.environ}
 
 
+def switched_on(variable: str) -> bool:
+    """A switch that is on unless the environment sets it to 0, false, no or off."""
+    return os.environ.get(variable, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 def enabled() -> bool:
-    return os.environ.get(DISABLE_VARIABLE, "1").strip().lower() not in ("0", "false", "no", "off")
+    return switched_on(DISABLE_VARIABLE)
 
 
 class ServerGone(Exception):
