@@ -11,15 +11,18 @@ import pytest  # noqa: E402
 
 def _compile_each_model_file_once() -> None:
     """The test processes compile each shipped model file once, as training jobs and `t2r` commands do
-    (sim_envs.model_cache): the suite makes thousands of envs. Files under the temporary folder (tests' own robots,
-    rewritten between compilations) are compiled every time; `T2R_TEST_COMPILE_CACHE=0` compiles everything every time.
+    (sim_envs.model_cache): the suite makes thousands of envs. Files under pytest's temporary root (tests' own robots,
+    rewritten between compilations; tests/compile_cache.py) are compiled every time; `T2R_TEST_COMPILE_CACHE=0` compiles
+    everything every time.
     The price is memory: a test process that has made all 74 tasks' envs holds ~1.2 GB instead of ~0.3 GB (the Shadow
     hand's and Adroit's meshes are the large models)."""
     if os.environ.get("T2R_TEST_COMPILE_CACHE", "1") == "0":
         return
+    from compile_cache import pytest_temp_root
+
     from sim_envs.model_cache import compile_each_file_once
 
-    compile_each_file_once(recompile_under=tempfile.gettempdir())
+    compile_each_file_once(recompile_under=pytest_temp_root())
 
 
 _compile_each_model_file_once()

@@ -1,12 +1,14 @@
 """Every task resets, steps and reads its view; the view's values equal the simulator's."""
 
 import dataclasses
+import os
 import subprocess
 import sys
 
 import gymnasium as gym
 import numpy as np
 import pytest
+from compile_cache import pytest_temp_root
 
 from sim_envs import get_task
 
@@ -189,6 +191,25 @@ def test_each_env_gets_its_own_copy_of_a_model_compiled_once_equal_to_a_fresh_co
     finally:
         first.close()
         second.close()
+
+
+def test_the_test_processes_compile_every_time_only_what_tests_write(tmp_path):
+    """The test processes compile afresh only under pytest's temporary root, where tests write their own robots; the
+    installed libraries' scenes are compiled once wherever the checkout and its environment live. The root was once the
+    whole temporary folder, so a fresh clone in /tmp compiled every shipped scene again for every env."""
+    import mujoco
+
+    from sim_envs import model_cache
+
+    if getattr(mujoco.MjModel.from_xml_path, "__wrapped__", None) is None:
+        pytest.skip("T2R_TEST_COMPILE_CACHE=0: every model is compiled afresh")
+    root = pytest_temp_root() + os.sep
+    assert os.path.realpath(tmp_path).startswith(root)
+    env = get_task("fetch/reach").make_env(seed=0)
+    env.close()
+    scene = os.path.realpath(env.unwrapped.fullpath)
+    assert not scene.startswith(root) and not os.path.realpath(__file__).startswith(root)
+    assert any(key[0] == scene for key in model_cache._compiled), f"{scene} was compiled afresh, not from the cache"
 
 
 MODEL_CACHE_PROBE = """
