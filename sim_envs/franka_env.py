@@ -13,6 +13,7 @@ with a seed is reproduced bit for bit.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,24 @@ WORKSPACE_HIGH = np.array([0.85, 0.45, TABLE_HEIGHT + 0.55])
 HOME_QPOS = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.785])
 """A start for the settle (the weld then pulls the grip point to the task's start)."""
 SETTLE_STEPS = 1000
+
+
+_COMPILED_SCENES: dict[str, Any] = {}
+
+
+def compiled_scene(xml: str) -> Any:
+    """A model of the scene `xml`, compiled once per process and copied for each env (MuJoCo's own `mj_copyModel`).
+
+    Why: compiling the Panda's scene (its meshes) takes ~0.5 s, most of an env's construction, and a training job, a
+    keypoint search or a test makes many envs of one task. An env that edits its model edits only its copy; the meshes
+    it names are the package's own files, never rewritten while it runs (sim_envs.model_cache does the same for scenes
+    read from a path)."""
+    import mujoco
+
+    model = _COMPILED_SCENES.get(xml)
+    if model is None:
+        model = _COMPILED_SCENES[xml] = mujoco.MjModel.from_xml_string(xml)
+    return copy.copy(model)
 
 
 @dataclass(frozen=True)
@@ -83,7 +102,7 @@ class FrankaEnv(gym.Env):
         if reward_type not in ("dense", "sparse"):
             raise ValueError(f"reward_type must be 'dense' or 'sparse', got {reward_type!r}")
         self.task, self.task_spec, self.reward_type = task, SPECS[task], reward_type
-        self.model = mujoco.MjModel.from_xml_string(scene_xml(self.task_spec.object_kind, self.task_spec.slippery))
+        self.model = compiled_scene(scene_xml(self.task_spec.object_kind, self.task_spec.slippery))
         self.data = mujoco.MjData(self.model)
         self._mujoco = mujoco
         self.dt = self.model.opt.timestep * SUBSTEPS

@@ -62,6 +62,41 @@ def test_a_seeded_reset_is_reproduced_exactly_and_steps_move_the_hand(task_id):
         second.close()
 
 
+def test_each_env_gets_its_own_copy_of_a_scene_compiled_once_and_steps_as_a_fresh_compilation():
+    """The Panda's scene is compiled once per process (sim_envs.franka_env.compiled_scene): two envs still get models of
+    their own, and a seeded episode in an env built from the cached scene equals one in an env whose scene was compiled
+    afresh, observation for observation."""
+    from sim_envs import franka_env
+
+    task = get_task("franka/pick_and_place")
+    cached, other = task.make_env(seed=0), task.make_env(seed=0)
+    saved = dict(franka_env._COMPILED_SCENES)
+    assert franka_env.scene_xml("block") in saved, "the scene is compiled for every env"
+    franka_env._COMPILED_SCENES.clear()
+    fresh = task.make_env(seed=0)  # compiles the scene again
+    franka_env._COMPILED_SCENES.update(saved)
+    try:
+        a, b = cached.unwrapped.model, other.unwrapped.model
+        assert a is not b and a is not fresh.unwrapped.model
+        before = b.body_pos.copy()
+        a.body_pos[1] += 1.0
+        assert np.array_equal(b.body_pos, before), "the other env's model moved with the first"
+        a.body_pos[1] -= 1.0
+        rng = np.random.default_rng(0)
+        actions = [rng.uniform(-1.0, 1.0, cached.action_space.shape) for _ in range(20)]
+        episodes = []
+        for env in (cached, fresh):
+            observation, _ = env.reset(seed=3)
+            steps = [observation]
+            steps += [env.step(action)[0] for action in actions]
+            episodes.append(steps)
+        for mine, theirs in zip(*episodes):
+            assert all(np.array_equal(mine[key], theirs[key]) for key in mine)
+    finally:
+        for env in (cached, other, fresh):
+            env.close()
+
+
 @pytest.mark.parametrize("task_id", FRANKA)
 def test_the_env_passes_gymnasiums_checker_raw_and_as_trained(task_id):
     task = get_task(task_id)
