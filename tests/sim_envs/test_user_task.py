@@ -23,6 +23,7 @@ def _registry_as_it_was():
     registry._TASK_FILES.clear()
     registry._TASK_FILES.update(files)
 
+
 TASK_FILE = textwrap.dedent(
     '''
     from sim_envs import derive_task
