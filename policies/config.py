@@ -3,9 +3,20 @@ can hold them without importing SB3 and torch."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+
+def switched_on(variable: str, default: bool) -> bool:
+    """An on/off setting from the environment: 1, true, yes or on; 0, false, no or off; `default` when unset or other."""
+    value = os.environ.get(variable, "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    return default
 
 GPU_MIN_ENVS = 4
 """`--device auto` puts an SBX off-policy training on a GPU only from this many envs (benchmarks/throughput.py on an

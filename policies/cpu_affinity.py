@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 
 from policies.algorithms import cache_root
+from policies.config import switched_on
 
 HOLD_VARIABLE = "T2R_HOLD_CORE"
 """Set to 1 in a training's environment by the launcher that wants it on a core of its own (training/pool.py)."""
@@ -36,7 +37,7 @@ def lock_folder() -> Path:
 
 
 def wanted() -> bool:
-    return os.environ.get(HOLD_VARIABLE, "").strip().lower() in ("1", "true", "yes", "on")
+    return switched_on(HOLD_VARIABLE, default=False)
 
 
 def claim_core() -> int | None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from policies.config import switched_on
 from policies.cpu_affinity import HOLD_VARIABLE
 from policies.curve import CurvePoint
 from policies.io import write_json_atomic
@@ -29,7 +30,7 @@ from text2reward.runs.records import DoneRecord, JobError, ProgressFile, RecordE
 from text2reward.runs.statuses import FailureCause
 from text2reward.training.early_stop import EarlyStopper
 from text2reward.training.job import DONE_FILE, ERROR_FILE, JOB_FILE, PID_FILE, PROGRESS_FILE, WORKER_LOG, TrainJob
-from text2reward.training.preloaded import ForkServer, ServerGone, fork_server, job_environment, switched_on
+from text2reward.training.preloaded import ForkServer, ServerGone, fork_server, job_environment
 
 PIN_VARIABLE = "T2R_PIN_JOBS"
 """`0` keeps the launcher's jobs from holding a core each (the OS places them, as it places every other process)."""
@@ -232,7 +233,7 @@ def _how(code: int) -> str:
 def core_environment() -> dict[str, str]:
     """What a local job's environment adds: hold a free core of its own (policies/cpu_affinity.py), unless
     `T2R_PIN_JOBS=0`."""
-    return {HOLD_VARIABLE: "1"} if switched_on(PIN_VARIABLE) else {}
+    return {HOLD_VARIABLE: "1"} if switched_on(PIN_VARIABLE, default=True) else {}
 
 
 class LocalLauncher:

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from policies.config import switched_on
 from text2reward.training.forkserver import SINGLE_THREAD_ENV, import_time_settings
 
 Say = Callable[[str], None]
@@ -48,13 +49,8 @@ def job_environment() -> dict[str, str]:
     return {**SINGLE_THREAD_ENV, **os.environ}
 
 
-def switched_on(variable: str) -> bool:
-    """A switch that is on unless the environment sets it to 0, false, no or off."""
-    return os.environ.get(variable, "1").strip().lower() not in ("0", "false", "no", "off")
-
-
 def enabled() -> bool:
-    return switched_on(DISABLE_VARIABLE)
+    return switched_on(DISABLE_VARIABLE, default=True)
 
 
 class ServerGone(Exception):
