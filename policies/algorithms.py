@@ -13,9 +13,9 @@ import os
 import sys
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from policies.config import cache_root
 from sim_envs.errors import ConfigError
 
 
@@ -101,11 +101,6 @@ def network_construction(name: str) -> AbstractContextManager[None]:
     from policies.sbx_build import compiled_network_init  # Flax: imported already with SBX
 
     return compiled_network_init()
-
-
-def cache_root() -> Path:
-    """This machine's cache of what training reads again and again ($XDG_CACHE_HOME/text2reward, else ~/.cache/text2reward)."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "text2reward"
 
 
 def cache_jax_compilations() -> None:

@@ -18,6 +18,12 @@ def switched_on(variable: str, default: bool) -> bool:
         return False
     return default
 
+
+def cache_root() -> Path:
+    """This machine's cache of what training reads again and again ($XDG_CACHE_HOME/text2reward, else ~/.cache/text2reward)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "text2reward"
+
+
 GPU_MIN_ENVS = 4
 """`--device auto` puts an SBX off-policy training on a GPU only from this many envs (benchmarks/throughput.py on an
 H100, RESULTS.md): one env on cuda ran at 0.68x one CPU core (a [128, 128] update on 256 rows is launch-bound), 4 envs

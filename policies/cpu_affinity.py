@@ -19,8 +19,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from policies.algorithms import cache_root
-from policies.config import switched_on
+from policies.config import cache_root, switched_on
 
 HOLD_VARIABLE = "T2R_HOLD_CORE"
 """Set to 1 in a training's environment by the launcher that wants it on a core of its own (training/pool.py)."""

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
-from policies.algorithms import algorithm_class, cache_root, get_algorithm
+from policies.algorithms import algorithm_class, get_algorithm
+from policies.config import cache_root
 from policies.io import write_json_atomic
 
 DISTRIBUTIONS = {"sb3": ("stable-baselines3",), "sbx": ("sbx-rl", "stable-baselines3", "jax")}

@@ -119,7 +119,7 @@ def test_killed_worker_then_resume_keeps_finished_results(tmp_path):
     runs = tmp_path / "runs"  # passed as the relative `runs`, as a user would type it
     command = [sys.executable, "-m", "text2reward.cli", "run", "--task", "fetch/reach", "--llm", "heuristic",
                "--rounds", "1", "--samples", "2", "--workers", "1", "--steps", "300", "--final-seeds", "1",
-               "--no-compare-expert", "--eval-freq", "150", "--eval-episodes", "1",
+               "--no-compare-expert", "--eval-freq", "150", "--eval-episodes", "1", "--no-video",  # videos: the two-round test
                *SHORT_HP_ARGS, "--runs-dir", "runs"]
     main = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
     try:
@@ -158,7 +158,7 @@ def test_a_driver_killed_outright_leaves_its_workers_to_the_resumed_run(tmp_path
     starting a second writer on their folders, then finishes with their results."""
     command = [sys.executable, "-m", "text2reward.cli", "run", "--task", "fetch/reach", "--llm", "heuristic",
                "--rounds", "1", "--samples", "2", "--workers", "2", "--steps", "1000", "--final-seeds", "0",
-               "--eval-freq", "500", "--eval-episodes", "1", *SHORT_HP_ARGS,
+               "--eval-freq", "500", "--eval-episodes", "1", "--no-video", *SHORT_HP_ARGS,
                "--runs-dir", "runs"]
     driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
     pids: list[int] = []

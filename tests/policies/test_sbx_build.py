@@ -88,3 +88,47 @@ def test_what_training_builds_initialises_its_networks_compiled(tmp_path, monkey
     params = load_hyperparams("fetch", "sbx-sac", {"learning_starts": 50, "batch_size": 32})
     resume_or_build(params, fetch_reach(), seed=0, device="cpu", tb_dir=tmp_path, checkpoint=None)
     assert len(traced) == 4 and all(traced), traced  # the actor, two critic inits, the entropy coefficient
+
+
+def sac_networks(seed: int):
+    with compiled_network_init():
+        model = SAC("MlpPolicy", fetch_reach(), seed=seed, learning_starts=50, batch_size=32, policy_kwargs={"net_arch": [32, 32]})
+    return model.policy.actor_state.params, model.policy.qf_state.params, model.ent_coef_state.params
+
+
+def test_a_network_lowered_once_is_read_back_with_the_same_weights_and_a_bad_file_is_lowered_again(tmp_path, monkeypatch):
+    """policies/jax_program_cache.py: the first build stores each init's lowering; a later build reads the files instead
+    of exporting (exporting is made to fail there) and gets SBX's own eager weights, bit for bit; another seed gets
+    other weights from the same files (the keys are inputs, never part of a program); a truncated file is lowered and
+    written again whole, with the same weights."""
+    from policies.jax_program_cache import cache_folder
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    settings = {"learning_starts": 50, "batch_size": 32, "policy_kwargs": {"net_arch": [32, 32]}}
+    eager = SAC("MlpPolicy", fetch_reach(), seed=11, **settings)
+    expected = (eager.policy.actor_state.params, eager.policy.qf_state.params, eager.ent_coef_state.params)
+
+    stored = sac_networks(11)
+    files = sorted(cache_folder().glob("*.jaxexport"))
+    assert len(files) == 3, files  # the actor, the critics (both inits one program), the entropy coefficient
+    written = {path: path.read_bytes() for path in files}
+
+    def no_export(*args, **kwargs):
+        raise AssertionError("a stored program was exported again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(jax.export, "export", no_export)
+        read_back = sac_networks(11)
+        other_seed = sac_networks(12)
+    for got in (stored, read_back):
+        assert all(same(a, b) for a, b in zip(expected, got, strict=True))
+    assert not same(expected[0], other_seed[0]) and {p: p.read_bytes() for p in files} == written
+
+    for path in files:
+        path.write_bytes(written[path][:40])
+    again = sac_networks(11)
+    assert all(same(a, b) for a, b in zip(expected, again, strict=True))
+    assert all(len(path.read_bytes()) > 40 for path in files)  # lowered and written again whole
+    with monkeypatch.context() as patch:
+        patch.setattr(jax.export, "export", no_export)
+        assert all(same(a, b) for a, b in zip(expected, sac_networks(11), strict=True))

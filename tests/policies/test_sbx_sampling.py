@@ -35,9 +35,11 @@ def test_one_call_sampling_draws_sbx_own_keys_and_actions():
     assert not np.array_equal(*(mine.predict(observations[:1], deterministic=False)[0] for _ in range(2)))  # still random
 
 
-def test_a_seed_trains_the_same_networks_either_way():
+def test_a_seed_trains_the_same_networks_either_way(tmp_path, monkeypatch):
     """Same actions, so the same replay buffer and the same updates: the trained parameters are equal. Each model is
-    built and trained before the next is built: the seed also seeds NumPy's global generator, which the buffer samples."""
+    built and trained before the next is built: the seed also seeds NumPy's global generator, which the buffer samples.
+    (SB3 gives a `learn` with no logger of its own a folder: here under tmp_path, not a new /tmp/SB3-* per call.)"""
+    monkeypatch.setenv("SB3_LOGDIR", str(tmp_path))
     theirs = SAC("MlpPolicy", fetch_reach(), seed=5, **SETTINGS).learn(150)
     mine = sample_in_one_call(SAC("MlpPolicy", fetch_reach(), seed=5, **SETTINGS)).learn(150)
     assert np.array_equal(theirs.replay_buffer.actions[:150], mine.replay_buffer.actions[:150])
