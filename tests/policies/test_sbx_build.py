@@ -14,6 +14,8 @@ from policies.sbx_build import compiled_network_init
 from policies.task_env import make_task_env
 from sim_envs.registry import get_task
 
+SAC_SETTINGS = {"learning_starts": 50, "batch_size": 32, "policy_kwargs": {"net_arch": [32, 32]}}
+
 
 def fetch_reach():
     return make_task_env(get_task("fetch/reach"), reward_from_spec("expert"), seed=0)
@@ -29,17 +31,16 @@ def same(a, b) -> bool:
 
 
 def test_sac_gets_sbx_own_weights_and_optimiser_states():
-    settings = {"learning_starts": 50, "batch_size": 32, "policy_kwargs": {"net_arch": [32, 32]}}
-    eager = SAC("MlpPolicy", fetch_reach(), seed=7, **settings)
+    eager = SAC("MlpPolicy", fetch_reach(), seed=7, **SAC_SETTINGS)
     with compiled_network_init():
-        compiled = SAC("MlpPolicy", fetch_reach(), seed=7, **settings)
+        compiled = SAC("MlpPolicy", fetch_reach(), seed=7, **SAC_SETTINGS)
     for state in ("actor_state", "qf_state"):
         assert same(getattr(eager.policy, state).params, getattr(compiled.policy, state).params), state
         assert same(getattr(eager.policy, state).opt_state, getattr(compiled.policy, state).opt_state), state
     assert same(eager.policy.qf_state.target_params, compiled.policy.qf_state.target_params)
     assert np.array_equal(np.asarray(eager.policy.key), np.asarray(compiled.policy.key))
     assert same(eager.ent_coef_state.params, compiled.ent_coef_state.params)
-    assert not same(eager.policy.actor_state.params, SAC("MlpPolicy", fetch_reach(), seed=8, **settings).policy.actor_state.params)
+    assert not same(eager.policy.actor_state.params, SAC("MlpPolicy", fetch_reach(), seed=8, **SAC_SETTINGS).policy.actor_state.params)
 
 
 def test_ppo_gets_sbx_own_weights():
@@ -92,7 +93,7 @@ def test_what_training_builds_initialises_its_networks_compiled(tmp_path, monkey
 
 def sac_networks(seed: int):
     with compiled_network_init():
-        model = SAC("MlpPolicy", fetch_reach(), seed=seed, learning_starts=50, batch_size=32, policy_kwargs={"net_arch": [32, 32]})
+        model = SAC("MlpPolicy", fetch_reach(), seed=seed, **SAC_SETTINGS)
     return model.policy.actor_state.params, model.policy.qf_state.params, model.ent_coef_state.params
 
 
@@ -104,8 +105,7 @@ def test_a_network_lowered_once_is_read_back_with_the_same_weights_and_a_bad_fil
     from policies.jax_program_cache import cache_folder
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    settings = {"learning_starts": 50, "batch_size": 32, "policy_kwargs": {"net_arch": [32, 32]}}
-    eager = SAC("MlpPolicy", fetch_reach(), seed=11, **settings)
+    eager = SAC("MlpPolicy", fetch_reach(), seed=11, **SAC_SETTINGS)
     expected = (eager.policy.actor_state.params, eager.policy.qf_state.params, eager.ent_coef_state.params)
 
     stored = sac_networks(11)
